@@ -1,0 +1,49 @@
+"""Options and helpers shared by subcommands (one place, not pasted into each command)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from neuron_explorer.trace import Trace, load
+
+
+def add_trace_argument(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
+    parser.add_argument(
+        "trace",
+        nargs=nargs,
+        metavar="TRACE",
+        help="a Parquet trace, a run directory of per-rank traces, or a Kineto .json/.json.gz (imported on the fly)",
+    )
+
+
+def add_output_argument(parser: argparse.ArgumentParser, help_text: str, required: bool = False) -> None:
+    parser.add_argument("-o", "--output", metavar="PATH", required=required, help=help_text)
+
+
+@contextmanager
+def progress_bar(description: str, enabled: bool = True) -> Iterator[Any]:
+    """A rich progress bar on stderr when it is a terminal; a no-op callback otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def open_trace(path: str | Path, quiet: bool = False) -> Trace:
+    """Load any supported trace, with a progress bar while a JSON trace is imported."""
+    with progress_bar(f"importing {Path(path).name}", enabled=not quiet) as update:
+        return load(path, progress=update)

@@ -1,0 +1,61 @@
+"""Convert a Kineto/Chrome JSON trace (.json or .json.gz) to a Parquet trace.
+
+The output is one zstd Parquet file with every event, its links (kernel -> launch -> op,
+backward op -> forward op, event -> step) and its source attribution resolved. It is written
+atomically: an interrupted convert leaves no output file.
+
+Examples:
+  neuron-explorer convert rank0.pt.trace.json.gz                # writes rank0.pt.trace.parquet
+  neuron-explorer convert trace.json.gz -o out/trace.parquet
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from neuron_explorer.cli._common import add_output_argument, progress_bar
+from neuron_explorer.collectors.kineto_json import import_kineto_json
+from neuron_explorer.trace.errors import TraceFormatError
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", metavar="TRACE", help="a Kineto/Chrome trace: .json or .json.gz")
+    add_output_argument(parser, "output Parquet file (default: the input's name with .parquet)")
+    parser.add_argument(
+        "--device-profile",
+        metavar="DIR",
+        help="a Neuron device profile (Parquet export directory or neuron-profile JSON) to join with the framework trace",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+
+
+def default_output(path: Path) -> Path:
+    name = path.name
+    for suffix in (".json.gz", ".json", ".gz"):
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return path.with_name(name + ".parquet")
+
+
+def run(args: argparse.Namespace) -> int:
+    src = Path(args.trace)
+    out = Path(args.output) if args.output else default_output(src)
+    if out.resolve() == src.resolve():
+        raise TraceFormatError("the output would overwrite the input; pass -o", src)
+    t0 = time.perf_counter()
+    with progress_bar(f"importing {src.name}", enabled=not args.quiet) as update:
+        trace = import_kineto_json(src, progress=update)
+    if args.device_profile:
+        from neuron_explorer.collectors.neuron import join_device_profile
+
+        trace = join_device_profile(trace, Path(args.device_profile))
+    trace.write(out)
+    if not args.quiet:
+        dt = time.perf_counter() - t0
+        rate = trace.num_events / dt if dt > 0 else 0
+        print(f"wrote {out} ({trace.num_events:,} events in {dt:.2f} s, {rate:,.0f} events/s)", file=sys.stderr)
+    return 0

@@ -1,0 +1,61 @@
+"""Run the main job end to end: profile the bundled example training script on whatever
+device torch finds, write the Parquet trace, show what is in it, analyze it and write the
+HTML report.
+
+Example:
+  neuron-explorer demo --output-dir out
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from neuron_explorer.cli import main as cli_main
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-dir", default="out", metavar="DIR", help="where the trace and report go (default: out)")
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _step(title: str, argv: list[str]) -> int:
+    print(f"\n$ neuron-explorer {' '.join(argv)}", file=sys.stderr, flush=True)
+    code = cli_main(argv)
+    if code not in (0, 1):  # 1 = findings above --fail-on, not a failure of the job
+        print(f"neuron-explorer demo: step '{title}' failed with exit code {code}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    trace = out / "trace.parquet"
+    example = EXAMPLES / "train_mlp.py"
+    if _has("torch") and _has("neuron_explorer.cli.record") and example.exists():
+        code = _step("record", ["record", "-o", str(trace), str(example)])
+    else:
+        # Capture needs torch; without it, the job runs on a bundled CPU trace.
+        code = _step("convert", ["convert", str(EXAMPLES / "sample_cpu_trace.json"), "-o", str(trace)])
+    if code != 0:
+        return code
+    code = _step("info", ["info", str(trace)])
+    if code != 0:
+        return code
+    if _has("neuron_explorer.cli.analyze"):
+        code = _step("analyze", ["analyze", str(trace)])
+        if code not in (0, 1):
+            return code
+    if _has("neuron_explorer.cli.report"):
+        code = _step("report", ["report", str(trace), "-o", str(out / "report.html")])
+        if code != 0:
+            return code
+    print(f"\nDone: {trace}" + (f" and {out / 'report.html'}" if (out / "report.html").exists() else ""), file=sys.stderr)
+    return 0

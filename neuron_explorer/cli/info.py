@@ -1,0 +1,118 @@
+"""Show what is inside a trace: events by kind and device, streams, steps, ranks, time span,
+source-line coverage, and how complete the kernel -> launch -> op links are (and why not).
+
+Examples:
+  neuron-explorer info trace.parquet
+  neuron-explorer info rank0.pt.trace.json.gz --format json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from neuron_explorer.cli._common import add_trace_argument, open_trace
+from neuron_explorer.trace.summary import describe
+
+_REASONS = {
+    "cuda_graph": "replayed from a CUDA graph (one launch, many kernels)",
+    "no_runtime_events": "the trace has no runtime (launch) events",
+    "before_trace_window": "launched before the trace window began",
+    "launch_not_recorded": "launch record missing from the trace",
+}
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_trace_argument(parser)
+    parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: text)")
+
+
+def run(args: argparse.Namespace) -> int:
+    trace = open_trace(args.trace)
+    info = describe(trace)
+    if args.format == "json":
+        print(json.dumps(info, indent=2, default=_json_default))
+    else:
+        render_text(info)
+    return 0
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def _ms(ns: float | int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+
+def render_text(info: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{info['path']}[/bold]")
+    ranks = info["ranks"]
+    rank_note = "" if info.get("rank_known", True) else " (rank not recorded; assumed 0)"
+    console.print(
+        f"{info['events']:,} events · ranks {', '.join(map(str, ranks)) or '-'}{rank_note}"
+        f" · world size {info.get('world_size') or '-'} · span {_ms(info['span_ns'])}"
+        f" · devices {', '.join(info['device_types'])} · schema {info['schema_version']}"
+    )
+    kinds = Table(title="Events by kind", show_edge=False)
+    kinds.add_column("kind")
+    kinds.add_column("events", justify="right")
+    for k, v in info["by_kind"].items():
+        kinds.add_row(k, f"{v:,}")
+    console.print(kinds)
+    if info["devices"]:
+        devices = Table(title="Devices", show_edge=False)
+        for col in ("rank", "type", "device", "streams", "events", "busy"):
+            devices.add_column(col, justify="right" if col not in ("type",) else "left")
+        for d in info["devices"]:
+            devices.add_row(
+                str(d["rank"]), str(d["device_type"]), str(d["device"]), str(d["streams"]), f"{d['events']:,}", _ms(d["busy_ns"])
+            )
+        console.print(devices)
+        streams = Table(title="Device streams", show_edge=False)
+        for col in ("rank", "device", "stream", "events", "busy"):
+            streams.add_column(col, justify="right")
+        for s in info["streams"][:32]:
+            streams.add_row(str(s["rank"]), str(s["device"]), str(s["stream"]), f"{s['events']:,}", _ms(s["busy_ns"]))
+        console.print(streams)
+    if info["steps"]:
+        steps = Table(title="Steps", show_edge=False)
+        for col in ("rank", "step", "duration"):
+            steps.add_column(col, justify="right")
+        for s in info["steps"][:50]:
+            steps.add_row(str(s["rank"]), str(s["step"]), _ms(s["dur_ns"]))
+        console.print(steps)
+    else:
+        console.print("Steps: none (no ProfilerStep#N annotations; profile with a schedule or call prof.step())")
+    src = info["source"]
+    console.print(
+        f"Source lines: {src['with_source']:,} of {src['events']:,} events ({_pct(src['with_source'], src['events'])}); "
+        f"ops {src['ops_with_source']:,}/{src['ops']:,} ({_pct(src['ops_with_source'], src['ops'])}), "
+        f"exact line {src['ops_exact_line']:,}; device events {src['device_events_with_source']:,}"
+    )
+    if src["by_precision"]:
+        console.print("  by precision: " + ", ".join(f"{k} {v:,}" for k, v in src["by_precision"].items()))
+    links = info["links"]
+    if links["device_events"]:
+        console.print(
+            f"Links: {links['launch_linked']:,} of {links['device_events']:,} device events linked to their launch "
+            f"({links['launch_linked_pct']}%), {links['op_linked']:,} to a framework op ({links['op_linked_pct']}%)"
+        )
+        for reason, count in links["unlinked_reasons"].items():
+            console.print(f"  not linked: {count:,} {_REASONS.get(reason, reason)}")
+    if links.get("backward_ops"):
+        console.print(f"Backward ops linked to their forward op: {links['backward_ops_linked_to_forward']:,} of {links['backward_ops']:,}")
+    for p in info["device_properties"][:8]:
+        mem = p.get("totalGlobalMem")
+        console.print(f"Device {p.get('id')}: {p.get('name')} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}")

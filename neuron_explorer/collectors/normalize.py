@@ -1,0 +1,777 @@
+"""From raw profiler records to a ``Trace``: kinds, devices, call tree, links, steps, source.
+
+Every collector (JSON import, in-process capture, Neuron import) hands ``build_trace`` the same
+``RawEvents`` columns; this module resolves, once, everything later code would otherwise
+re-derive:
+
+- ``kind`` and ``device_type`` from category, phase and name;
+- ``parent_id``: the call tree of host spans per thread (one stack walk, the only per-event
+  Python loop; measured faster than any vectorized alternative we tried);
+- ``launch_id`` (device work -> runtime call, by correlation id, else by ac2g flow),
+  ``op_id`` (-> the framework op named by External id, else the innermost enclosing op),
+  ``fwd_id`` (backward op -> forward op, by fwdbwd flow), ``step`` (ProfilerStep spans);
+- source attribution: the collector's exact lines when it has them, else the innermost user
+  Python frame (function level); backward ops inherit their forward op's line, device work
+  its launching op's.
+
+Ancestor look-ups ("nearest enclosing X") use pointer jumping over ``parent_id`` arrays:
+log2(depth) whole-column steps instead of a walk per event.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neuron_explorer import __version__
+from neuron_explorer.collectors.source_map import UserCode, module_name, parse_python_frame
+from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.schema import COLUMN_BY_NAME, EVENTS_SCHEMA, SCHEMA_VERSION, Kind, Precision
+
+KINDS: tuple[str, ...] = (
+    Kind.CPU_OP,
+    Kind.PYTHON,
+    Kind.ANNOTATION,
+    Kind.STEP,
+    Kind.RUNTIME,
+    Kind.SYNC,
+    Kind.KERNEL,
+    Kind.COLLECTIVE,
+    Kind.MEMCPY,
+    Kind.MEMSET,
+    Kind.DEVICE_ANNOTATION,
+    Kind.MEMORY,
+    Kind.INSTANT,
+    Kind.FLOW,
+    Kind.METADATA,
+    Kind.TRACE,
+    Kind.OTHER,
+)
+K = {k: np.int8(i) for i, k in enumerate(KINDS)}
+
+_CATEGORY_KIND: dict[str, str] = {
+    "cpu_op": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "python_function": Kind.PYTHON,
+    "user_annotation": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.DEVICE_ANNOTATION,
+    "kernel": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "cuda_sync": Kind.SYNC,
+    "ac2g": Kind.FLOW,
+    "fwdbwd": Kind.FLOW,
+    "async_gpu": Kind.FLOW,
+    "async_cpu_to_gpu": Kind.FLOW,
+    "flow": Kind.FLOW,
+    "trace": Kind.TRACE,
+    "overhead": Kind.TRACE,
+    "mtia_ccp_events": Kind.KERNEL,
+    "cpu_instant_event": Kind.INSTANT,
+}
+_DEVICE_KIND_CODES = np.array([K[Kind.KERNEL], K[Kind.COLLECTIVE], K[Kind.MEMCPY], K[Kind.MEMSET]])
+_ON_DEVICE_CODES = np.concatenate([_DEVICE_KIND_CODES, [K[Kind.SYNC], K[Kind.DEVICE_ANNOTATION]]])
+_HOST_SPAN_CODES = np.array([K[k] for k in (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.STEP, Kind.RUNTIME)])
+_HOST_CHILD_CODES = np.concatenate([_HOST_SPAN_CODES, [K[Kind.MEMORY], K[Kind.INSTANT]]])
+
+_COLLECTIVE_NAME = re.compile(r"(?i)^(nccl|rccl)|^c10d::|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|all_to_all")
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+_MEMCPY_NAME = re.compile(r"(?i)memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)(?:.*?\((\w+))?")
+_AMD_COPY = {"CopyHostToDevice": "HtoD", "CopyDeviceToHost": "DtoH", "CopyDeviceToDevice": "DtoD"}
+#: c10::DeviceType codes written in [memory] events.
+_C10_DEVICE = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuseone"}
+
+
+@dataclass
+class RawEvents:
+    """Columns of raw profiler records, in any order, as collectors produce them.
+
+    ``start_ns`` is relative to ``metadata['base_time_ns']`` when that is set, else absolute.
+    ``typed`` holds arguments already pulled out of ``args`` (keys as in ``kineto_json._Args``);
+    ``src`` optional exact source columns (src_file, src_line, src_func, src_module,
+    src_precision) from a collector that knows calling lines; ``columns`` any finished schema
+    columns a collector sets itself (e.g. ``device_type``, ``cycle``).
+    """
+
+    n: int
+    ph: pa.Array
+    cat: pa.Array
+    name: pa.Array
+    pid: pa.Array
+    tid: pa.Array
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    flow_id: pa.Array
+    args: pa.Array
+    extra: pa.Array
+    typed: dict[str, pa.Array] = field(default_factory=dict)
+    src: dict[str, pa.Array] = field(default_factory=dict)
+    columns: dict[str, pa.Array] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.n
+
+    @classmethod
+    def concat(cls, parts: list[RawEvents]) -> RawEvents:
+        if len(parts) == 1:
+            return parts[0]
+        n = sum(p.n for p in parts)
+
+        def cat_arrays(arrays: list[pa.Array], typ: pa.DataType | None = None) -> pa.Array:
+            if typ is not None:
+                arrays = [a.cast(typ) if a.type != typ else a for a in arrays]
+            return pa.concat_arrays(arrays)
+
+        def merge(dicts: list[dict[str, pa.Array]]) -> dict[str, pa.Array]:
+            keys = {k for d in dicts for k in d}
+            out: dict[str, pa.Array] = {}
+            for k in keys:
+                pieces = [d.get(k) for d in dicts]
+                types = {p.type for p in pieces if p is not None}
+                typ = types.pop() if len(types) == 1 else pa.string()
+                arrays = []
+                for p, part in zip(pieces, parts):
+                    if p is None:
+                        arrays.append(pa.nulls(part.n, typ))
+                    else:
+                        arrays.append(_coerce(p, typ))
+                out[k] = pa.concat_arrays(arrays)
+            return out
+
+        return cls(
+            n=n,
+            ph=cat_arrays([p.ph for p in parts], pa.string()),
+            cat=cat_arrays([p.cat for p in parts], pa.string()),
+            name=cat_arrays([p.name for p in parts], pa.string()),
+            pid=cat_arrays([p.pid for p in parts], pa.int64()),
+            tid=cat_arrays([p.tid for p in parts], pa.int64()),
+            start_ns=np.concatenate([p.start_ns for p in parts]),
+            dur_ns=np.concatenate([p.dur_ns for p in parts]),
+            flow_id=cat_arrays([p.flow_id for p in parts], pa.int64()),
+            args=cat_arrays([p.args for p in parts], pa.string()),
+            extra=cat_arrays([p.extra for p in parts], pa.string()),
+            typed=merge([p.typed for p in parts]),
+            src=merge([p.src for p in parts]),
+            columns=merge([p.columns for p in parts]),
+        )
+
+
+def _coerce(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    if arr.type == typ:
+        return arr
+    try:
+        return arr.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([None if v is None else str(v) for v in arr.to_pylist()], typ)
+
+
+# ------------------------------------------------------------------------------- helpers
+def _int_column(arr: pa.Array | None, n: int) -> np.ndarray:
+    """An int64 numpy column with -1 for null or non-numeric values."""
+    if arr is None:
+        return np.full(n, -1, np.int64)
+    if pa.types.is_integer(arr.type):
+        return arr.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
+    if pa.types.is_floating(arr.type):
+        v = arr.to_numpy(zero_copy_only=False)
+        return np.where(np.isfinite(v), v, -1).astype(np.int64)
+    if pa.types.is_null(arr.type):
+        return np.full(n, -1, np.int64)
+    import pandas as pd
+
+    v = pd.to_numeric(pd.Series(arr.to_pylist(), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    return np.where(np.isfinite(v), v, -1).astype(np.int64)
+
+
+def _float_column(arr: pa.Array | None, n: int) -> np.ndarray:
+    if arr is None or pa.types.is_null(arr.type):
+        return np.full(n, np.nan)
+    if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
+        return arr.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+    import pandas as pd
+
+    return pd.to_numeric(pd.Series(arr.to_pylist(), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+
+
+def _nullable(values: np.ndarray, typ: pa.DataType, null: Any = -1) -> pa.Array:
+    mask = np.isnan(values) if values.dtype.kind == "f" else values == null
+    return pa.array(values, typ, mask=mask) if mask.any() else pa.array(values, typ)
+
+
+def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each row, the nearest row among itself and its ancestors with ``marked >= 0``
+    (the value of ``marked`` there), else -1. ``parent`` is -1 at roots. Pointer jumping."""
+    val = marked.copy()
+    jump = parent.copy()
+    while True:
+        need = (val < 0) & (jump >= 0)
+        if not need.any():
+            return val
+        idx = np.nonzero(need)[0]
+        val[idx] = val[jump[idx]]
+        active = jump >= 0
+        jump[active] = jump[jump[active]]
+
+
+def _host_parents(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Innermost enclosing host span of every host event on its thread (rows already sorted
+    by start, longer first)."""
+    n = len(kind)
+    parent = np.full(n, -1, np.int64)
+    rows = np.nonzero(np.isin(kind, _HOST_CHILD_CODES))[0]
+    if rows.size == 0:
+        return parent
+    order = rows[np.lexsort((rows, tid[rows], pid[rows]))]  # stable by thread, keeps start order
+    p, t = pid[order], tid[order]
+    new_thread = np.ones(order.size, bool)
+    new_thread[1:] = (p[1:] != p[:-1]) | (t[1:] != t[:-1])
+    is_span = np.isin(kind[order], _HOST_SPAN_CODES) & (dur[order] > 0)
+    s_list = start[order].tolist()
+    e_list = (start[order] + dur[order]).tolist()
+    out = np.full(order.size, -1, np.int64)
+    ids = order.tolist()
+    stack_id: list[int] = []
+    stack_end: list[int] = []
+    for i, (row, s, e, new, span) in enumerate(zip(ids, s_list, e_list, new_thread.tolist(), is_span.tolist())):
+        if new:
+            stack_id.clear()
+            stack_end.clear()
+        while stack_end and stack_end[-1] <= s:
+            stack_end.pop()
+            stack_id.pop()
+        if stack_id:
+            out[i] = stack_id[-1]
+        if span:
+            stack_id.append(row)
+            stack_end.append(e)
+    parent[order] = out
+    return parent
+
+
+def _map_keys(keys: np.ndarray, targets_keys: np.ndarray, targets_rows: np.ndarray) -> np.ndarray:
+    """For each key, the row of the (last) target with the same key, else -1 (keys < 0 never match)."""
+    out = np.full(len(keys), -1, np.int64)
+    valid_t = targets_keys >= 0
+    tk, tr = targets_keys[valid_t], targets_rows[valid_t]
+    if tk.size == 0:
+        return out
+    order = np.argsort(tk, kind="stable")
+    tk, tr = tk[order], tr[order]
+    # keep the last target of each key: innermost for External id, since rows are start-ordered
+    last = np.ones(tk.size, bool)
+    last[:-1] = tk[1:] != tk[:-1]
+    tk, tr = tk[last], tr[last]
+    q = keys >= 0
+    pos = np.searchsorted(tk, keys[q])
+    pos_c = np.minimum(pos, tk.size - 1)
+    hit = tk[pos_c] == keys[q]
+    res = np.where(hit, tr[pos_c], -1)
+    out[q] = res
+    return out
+
+
+def _bind_flow_endpoints(
+    flow_rows: np.ndarray, cand_rows: np.ndarray, pid: np.ndarray, tid: np.ndarray, start: np.ndarray
+) -> np.ndarray:
+    """The candidate event at the same (pid, tid, start) as each flow endpoint (the first, i.e.
+    outermost, when several), else -1."""
+    out = np.full(flow_rows.size, -1, np.int64)
+    if flow_rows.size == 0 or cand_rows.size == 0:
+        return out
+    import pandas as pd
+
+    cand = pd.DataFrame({"pid": pid[cand_rows], "tid": tid[cand_rows], "start": start[cand_rows], "row": cand_rows})
+    cand = cand.drop_duplicates(["pid", "tid", "start"], keep="first")
+    ends = pd.DataFrame({"pid": pid[flow_rows], "tid": tid[flow_rows], "start": start[flow_rows], "i": np.arange(flow_rows.size)})
+    m = ends.merge(cand, on=["pid", "tid", "start"], how="inner")
+    out[m["i"].to_numpy()] = m["row"].to_numpy()
+    return out
+
+
+# ------------------------------------------------------------------------------- kinds
+def _classify(raw: RawEvents, metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Kind codes and device-type codes (index into the returned device type list)."""
+    n = raw.n
+    cat_enc = pc.dictionary_encode(raw.cat.fill_null("")).combine_chunks() if isinstance(raw.cat, pa.ChunkedArray) else pc.dictionary_encode(raw.cat.fill_null(""))
+    cats = cat_enc.dictionary.to_pylist()
+    cat_idx = cat_enc.indices.to_numpy(zero_copy_only=False)
+    cat_kind = np.array([K[_category_kind(c)] for c in cats] or [K[Kind.OTHER]], np.int8)
+    kind = cat_kind[cat_idx] if n else np.zeros(0, np.int8)
+
+    ph = np.asarray(raw.ph.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
+    name_enc = pc.dictionary_encode(raw.name.fill_null(""))
+    names = name_enc.dictionary.to_pylist()
+    name_idx = name_enc.indices.to_numpy(zero_copy_only=False)
+
+    kind[ph == "M"] = K[Kind.METADATA]
+    flow_ph = np.isin(ph, ["s", "f", "t"])
+    kind[flow_ph] = K[Kind.FLOW]
+    instant = np.isin(ph, ["i", "I", "n"]) & ~flow_ph
+    is_memory_name = np.array([nm == "[memory]" for nm in names] or [False])[name_idx]
+    kind[instant & (kind != K[Kind.SYNC])] = K[Kind.INSTANT]
+    kind[instant & is_memory_name] = K[Kind.MEMORY]
+    kind[ph == "C"] = K[Kind.OTHER]
+    is_step_name = np.array([bool(_STEP_NAME.match(nm)) for nm in names] or [False])[name_idx]
+    kind[(kind == K[Kind.ANNOTATION]) & is_step_name] = K[Kind.STEP]
+    is_coll_name = np.array([bool(_COLLECTIVE_NAME.search(nm)) for nm in names] or [False])[name_idx]
+    kind[(kind == K[Kind.KERNEL]) & is_coll_name] = K[Kind.COLLECTIVE]
+    # A [memory] event Kineto did not categorize still is one.
+    kind[(kind == K[Kind.OTHER]) & is_memory_name] = K[Kind.MEMORY]
+
+    runtime_names = {names[i] for i in np.unique(name_idx[kind == K[Kind.RUNTIME]]).tolist()} if n else set()
+    accel = accelerator_type(cats, metadata, runtime_names)
+    dtypes = ["cpu", accel]
+    dev = np.zeros(n, np.int8)
+    dev[np.isin(kind, _ON_DEVICE_CODES)] = 1
+    # Category prefixes name the device outright where they can (hip_runtime, mtia_..., xpu_...).
+    for i, c in enumerate(cats):
+        prefix = c.split("_", 1)[0].lower()
+        if prefix in ("hip", "mtia", "xpu", "hpu") and "_" in c:
+            rows = (cat_idx == i) & np.isin(kind, _ON_DEVICE_CODES)
+            if rows.any():
+                if prefix not in dtypes:
+                    dtypes.append(prefix)
+                dev[rows] = dtypes.index(prefix)
+    mem_rows = kind == K[Kind.MEMORY]
+    if mem_rows.any() and "mem_device_type" in raw.typed:
+        codes = _int_column(raw.typed["mem_device_type"], n)
+        for code in np.unique(codes[mem_rows]):
+            name = _C10_DEVICE.get(int(code), "cpu" if code < 0 else f"device{int(code)}")
+            if name in ("cuda", "privateuseone") and accel not in ("cpu",):
+                name = accel  # ROCm reports CUDA, a renamed PrivateUse1 backend its own name
+            if name not in dtypes:
+                dtypes.append(name)
+            dev[mem_rows & (codes == code)] = dtypes.index(name)
+    return kind, dev, dtypes
+
+
+def _category_kind(cat: str) -> str:
+    c = cat.lower()
+    if c in _CATEGORY_KIND:
+        return _CATEGORY_KIND[c]
+    if c.endswith("_runtime") or c.endswith("_driver") or c == "runtime":
+        return Kind.RUNTIME
+    if c.endswith("_kernel") or c == "kernel":
+        return Kind.KERNEL
+    if "memcpy" in c:
+        return Kind.MEMCPY
+    if "memset" in c:
+        return Kind.MEMSET
+    if c.endswith("_sync"):
+        return Kind.SYNC
+    if c.endswith("_user_annotation"):
+        return Kind.DEVICE_ANNOTATION
+    return Kind.OTHER
+
+
+def accelerator_type(categories: list[str], metadata: dict[str, Any], runtime_names: set[str] | None = None) -> str:
+    """The device type of the trace's device events, from its categories, runtime API names
+    (hipLaunchKernel) and metadata (ROCm versions, AMD device names)."""
+    top = metadata.get("trace_metadata") or {}
+    forced = metadata.get("device_type")
+    if forced:
+        return str(forced)
+    lowered = [c.lower() for c in categories]
+    if any(k in top for k in ("roctracer_version", "hip_runtime_version", "hip_driver_version")) or any(
+        c.startswith("hip_") for c in lowered
+    ) or any(r.startswith("hip") for r in runtime_names or ()) or any(
+        any(tag in str(p.get("name", "")) for tag in ("AMD", "Instinct", "Radeon"))
+        for p in metadata.get("device_properties") or []
+        if isinstance(p, dict)
+    ):
+        return "hip"
+    if any(c.startswith("mtia_") for c in lowered):
+        return "mtia"
+    if any(c.startswith("xpu_") for c in lowered):
+        return "xpu"
+    if any(c.startswith("hpu_") for c in lowered):
+        return "hpu"
+    if any(c.startswith("privateuse1_") for c in lowered):
+        return str(metadata.get("privateuse1_backend") or "privateuseone")
+    return "cuda"
+
+
+# ------------------------------------------------------------------------------- main
+def build_trace(
+    raw: RawEvents,
+    metadata: dict[str, Any],
+    source: str | Path | None = None,
+    user_code: UserCode | None = None,
+) -> Trace:
+    """Normalize raw records into a ``Trace`` (see the module docstring for what is resolved)."""
+    user_code = user_code or UserCode.default()
+    n = raw.n
+    base = metadata.get("base_time_ns")
+    start_rel = np.asarray(raw.start_ns, np.int64)
+    start_abs = start_rel + (int(base) if isinstance(base, int) else 0)
+    dur_all = np.maximum(np.asarray(raw.dur_ns, np.int64), 0)
+
+    # Rows sorted by start, the longer (enclosing) event first, then source order.
+    order = np.lexsort((np.arange(n), -dur_all, start_abs))
+    take = pa.array(order)
+
+    def reorder(arr: pa.Array) -> pa.Array:
+        return arr.take(take)
+
+    raw = RawEvents(
+        n=n,
+        ph=reorder(raw.ph),
+        cat=reorder(raw.cat),
+        name=reorder(raw.name),
+        pid=reorder(raw.pid),
+        tid=reorder(raw.tid),
+        start_ns=start_abs[order],
+        dur_ns=dur_all[order],
+        flow_id=reorder(raw.flow_id),
+        args=reorder(raw.args),
+        extra=reorder(raw.extra),
+        typed={k: reorder(v) for k, v in raw.typed.items()},
+        src={k: reorder(v) for k, v in raw.src.items()},
+        columns={k: reorder(v) for k, v in raw.columns.items()},
+    )
+    start, dur = raw.start_ns, raw.dur_ns
+    pid = _int_column(raw.pid, n)
+    tid = _int_column(raw.tid, n)
+    typed = raw.typed
+
+    kind, dev_code, dtypes = _classify(raw, metadata)
+    on_device = np.isin(kind, _ON_DEVICE_CODES)
+    is_device_work = np.isin(kind, _DEVICE_KIND_CODES)
+    is_cpu_op = kind == K[Kind.CPU_OP]
+    is_runtime = kind == K[Kind.RUNTIME]
+    is_mem = kind == K[Kind.MEMORY]
+
+    # --- device and stream
+    dev_arg = _int_column(typed.get("device"), n)
+    stream_arg = _int_column(typed.get("stream"), n)
+    device = np.where(on_device, np.where(dev_arg >= 0, dev_arg, pid), -1)
+    mem_dev = _int_column(typed.get("mem_device_id"), n)
+    device = np.where(is_mem & (dtypes_index(dtypes, dev_code) != "cpu"), mem_dev, device)
+    stream = np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1)
+
+    # --- call tree
+    parent = _host_parents(kind, pid, tid, start, dur)
+
+    # --- links
+    external = _int_column(typed.get("external_id"), n)
+    correlation = _int_column(typed.get("correlation"), n)
+    flow_id = _int_column(raw.flow_id, n)
+    cats = np.asarray(raw.cat.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
+    ph = np.asarray(raw.ph.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
+    is_flow = kind == K[Kind.FLOW]
+    flow_cat = np.char.lower(cats.astype(str)) if n else np.zeros(0, str)
+
+    # Device work without a correlation arg (old traces) takes it from its ac2g flow's id.
+    ac2g = is_flow & np.isin(flow_cat, ["ac2g", "async_gpu", "async_cpu_to_gpu"])
+    if ac2g.any() and (on_device & (correlation < 0)).any():
+        f_rows = np.nonzero(ac2g & (ph != "s"))[0]
+        bound = _bind_flow_endpoints(f_rows, np.nonzero(on_device)[0], pid, tid, start)
+        ok = (bound >= 0) & (correlation[np.maximum(bound, 0)] < 0)
+        correlation[bound[ok]] = flow_id[f_rows[ok]]
+        s_rows = np.nonzero(ac2g & (ph == "s"))[0]
+        bound = _bind_flow_endpoints(s_rows, np.nonzero(is_runtime)[0], pid, tid, start)
+        ok = (bound >= 0) & (correlation[np.maximum(bound, 0)] < 0)
+        correlation[bound[ok]] = flow_id[s_rows[ok]]
+
+    rows = np.arange(n, dtype=np.int64)
+    launch = np.where(on_device, _map_keys(np.where(on_device, correlation, -1), np.where(is_runtime, correlation, -1), rows), -1)
+
+    op_by_ext = _map_keys(external, np.where(is_cpu_op, external, -1), rows)
+    enclosing_op = nearest_marked_ancestor(parent, np.where(is_cpu_op, rows, -1))
+    enclosing_op_excl = np.where(parent >= 0, enclosing_op[np.maximum(parent, 0)], -1)
+    op = np.full(n, -1, np.int64)
+    host_linked = is_runtime | is_mem | (kind == K[Kind.INSTANT]) | (kind == K[Kind.ANNOTATION])
+    op[host_linked] = np.where(op_by_ext[host_linked] >= 0, op_by_ext[host_linked], enclosing_op_excl[host_linked])
+    via_launch = on_device & (launch >= 0)
+    op[via_launch] = op[launch[via_launch]]
+    direct = on_device & (op < 0)
+    op[direct] = op_by_ext[direct]
+
+    # fwdbwd flows: 's' sits on the forward op, 'f' on the backward node; they share an id.
+    fwd = np.full(n, -1, np.int64)
+    fb = is_flow & (flow_cat == "fwdbwd")
+    if fb.any():
+        s_rows = np.nonzero(fb & (ph == "s"))[0]
+        f_rows = np.nonzero(fb & (ph == "f"))[0]
+        cpu_rows = np.nonzero(is_cpu_op)[0]
+        s_op = _bind_flow_endpoints(s_rows, cpu_rows, pid, tid, start)
+        f_op = _bind_flow_endpoints(f_rows, cpu_rows, pid, tid, start)
+        fwd_of_flow = _map_keys(flow_id[f_rows], np.where(s_op >= 0, flow_id[s_rows], -1), s_op)
+        ok = (f_op >= 0) & (fwd_of_flow >= 0)
+        fwd[f_op[ok]] = fwd_of_flow[ok]
+        # The autograd engine wraps each node in "evaluate_function: XBackward0"; it is the
+        # same backward work, so it links to the same forward op.
+        wrapper = parent[f_op[ok]]
+        has_wrapper = wrapper >= 0
+        if has_wrapper.any():
+            w = wrapper[has_wrapper]
+            w_names = raw.name.take(pa.array(w)).to_pylist()
+            is_wrap = np.array([str(nm).startswith("autograd::engine::evaluate_function") for nm in w_names])
+            fwd[w[is_wrap]] = fwd_of_flow[ok][has_wrapper][is_wrap]
+        # Ops nested inside a backward node belong to the same forward op.
+        fwd = np.where(is_cpu_op, nearest_marked_ancestor(parent, fwd), -1)
+
+    # --- steps
+    step = _assign_steps(kind, raw, start, dur, op, launch, on_device)
+
+    # --- source attribution
+    src = _attribute_source(raw, kind, parent, op, fwd, on_device | is_runtime | is_mem, user_code)
+
+    # --- typed columns
+    names = raw.name.fill_null("")
+    memcpy_kind = _memcpy_kinds(names, kind == K[Kind.MEMCPY])
+    size_bytes = np.where(is_mem, _int_column(typed.get("mem_bytes"), n), -1)
+    sized = (kind == K[Kind.MEMCPY]) | (kind == K[Kind.MEMSET])
+    size_bytes = np.where(sized, _int_column(typed.get("bytes"), n), size_bytes)
+    coll_bytes = _int_column(typed.get("in_msg_size"), n)
+    size_bytes = np.where((size_bytes == -1) & (coll_bytes >= 0), coll_bytes, size_bytes)
+    size_mask = size_bytes == -1
+
+    kind_arr = pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), pa.array(list(KINDS)))
+    dtype_arr = pa.DictionaryArray.from_arrays(pa.array(dev_code.astype(np.int32)), pa.array(dtypes))
+    if "device_type" in raw.columns:  # a collector that knows better (in-process capture)
+        given = raw.columns["device_type"].cast(pa.string())
+        dtype_arr = pc.if_else(pc.is_null(given), dtype_arr.cast(pa.string()), given)
+
+    rank = int(metadata.get("rank", 0) or 0)
+    cols: dict[str, Any] = {
+        "event_id": pa.array(rows),
+        "rank": pa.array(np.full(n, rank, np.int32)),
+        "kind": kind_arr,
+        "category": raw.cat,
+        "ph": raw.ph,
+        "name": raw.name,
+        "device_type": dtype_arr,
+        "device": _nullable(device, pa.int32()),
+        "stream": _nullable(stream, pa.int64()),
+        "pid": pa.array(pid),
+        "tid": pa.array(tid),
+        "start_ns": pa.array(start),
+        "dur_ns": pa.array(dur),
+        "parent_id": _nullable(parent, pa.int64()),
+        "correlation_id": _nullable(correlation, pa.int64()),
+        "external_id": _nullable(external, pa.int64()),
+        "launch_id": _nullable(launch, pa.int64()),
+        "op_id": _nullable(op, pa.int64()),
+        "fwd_id": _nullable(fwd, pa.int64()),
+        "step": _nullable(step, pa.int32()),
+        "cycle": raw.columns.get("cycle", pa.array(np.zeros(n, np.int32))),
+        "sequence_nr": _nullable(_int_column(typed.get("sequence_nr"), n), pa.int64()),
+        **src,
+        "input_shapes": typed.get("input_dims"),
+        "input_types": typed.get("input_type"),
+        "flops": _nullable(_int_column(typed.get("flops"), n), pa.int64()),
+        "bytes": pa.array(size_bytes, pa.int64(), mask=size_mask),
+        "bandwidth_gbps": _nullable(_float_column(typed.get("bandwidth"), n), pa.float64()),
+        "memcpy_kind": memcpy_kind,
+        "grid": _shape_column(typed.get("grid"), n),
+        "block": _shape_column(typed.get("block"), n),
+        "registers_per_thread": _nullable(_int_column(typed.get("registers"), n), pa.int32()),
+        "shared_memory_bytes": _nullable(_int_column(typed.get("shared_memory"), n), pa.int64()),
+        "blocks_per_sm": _nullable(_float_column(typed.get("blocks_per_sm"), n), pa.float64()),
+        "warps_per_sm": _nullable(_float_column(typed.get("warps_per_sm"), n), pa.float64()),
+        "occupancy_pct": _nullable(_float_column(typed.get("occupancy"), n), pa.float64()),
+        "mem_total_allocated_bytes": _nullable(np.where(is_mem, _int_column(typed.get("total_allocated"), n), -1), pa.int64()),
+        "mem_total_reserved_bytes": _nullable(np.where(is_mem, _int_column(typed.get("total_reserved"), n), -1), pa.int64()),
+        "mem_addr": _nullable(np.where(is_mem, _int_column(typed.get("addr"), n), -1), pa.int64()),
+        "graph_id": _nullable(np.where(is_device_work, _int_column(typed.get("graph_id"), n), -1), pa.int64()),
+        "flow_id": raw.flow_id,
+        "collective_name": _string_column(typed.get("collective_name"), n),
+        "group_size": _nullable(_int_column(typed.get("group_size"), n), pa.int32()),
+        "args": raw.args,
+        "extra": raw.extra,
+    }
+    for k, v in raw.columns.items():
+        if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
+            cols[k] = v
+    arrays = []
+    for f in EVENTS_SCHEMA:
+        v = cols.get(f.name)
+        if v is None:
+            arrays.append(pa.nulls(n, f.type))
+            continue
+        if isinstance(v, pa.ChunkedArray):
+            v = v.combine_chunks()
+        if v.type != f.type:
+            v = v.cast(f.type) if not pa.types.is_dictionary(f.type) else pc.cast(v.cast(pa.string()) if pa.types.is_dictionary(v.type) else v, pa.string()).dictionary_encode()
+        arrays.append(v)
+    table = pa.Table.from_arrays(arrays, schema=EVENTS_SCHEMA)
+    meta = dict(metadata)
+    meta.setdefault("collector_version", __version__)
+    meta["schema_version"] = SCHEMA_VERSION
+    meta["device_types"] = sorted(set(dtypes_index(dtypes, dev_code).tolist())) if n else []
+    return Trace(table, meta, path=None)
+
+
+def dtypes_index(dtypes: list[str], codes: np.ndarray) -> np.ndarray:
+    return np.asarray(dtypes, dtype=object)[codes]
+
+
+def _assign_steps(
+    kind: np.ndarray, raw: RawEvents, start: np.ndarray, dur: np.ndarray, op: np.ndarray, launch: np.ndarray, on_device: np.ndarray
+) -> np.ndarray:
+    n = len(kind)
+    step = np.full(n, -1, np.int64)
+    step_rows = np.nonzero(kind == K[Kind.STEP])[0]
+    if step_rows.size == 0:
+        return step
+    names = raw.name.take(pa.array(step_rows)).to_pylist()
+    numbers = np.array([int(_STEP_NAME.match(nm).group(1)) for nm in names], np.int64)  # type: ignore[union-attr]
+    s0 = start[step_rows]
+    s1 = s0 + dur[step_rows]
+    order = np.argsort(s0, kind="stable")
+    s0, s1, numbers = s0[order], s1[order], numbers[order]
+    host = ~on_device
+    idx = np.searchsorted(s0, start, side="right") - 1
+    ok = (idx >= 0) & (start < s1[np.maximum(idx, 0)])
+    by_time = np.where(ok, numbers[np.maximum(idx, 0)], -1)
+    step = np.where(host, by_time, -1)
+    step[step_rows] = np.asarray([int(_STEP_NAME.match(nm).group(1)) for nm in names])  # type: ignore[union-attr]
+    # Device work belongs to the step its launch (or op) happened in, not where it ran.
+    dev_step = np.where(op >= 0, step[np.maximum(op, 0)], -1)
+    dev_step = np.where((dev_step < 0) & (launch >= 0), step[np.maximum(launch, 0)], dev_step)
+    dev_step = np.where(dev_step < 0, by_time, dev_step)
+    step = np.where(on_device, dev_step, step)
+    return step
+
+
+def _attribute_source(
+    raw: RawEvents,
+    kind: np.ndarray,
+    parent: np.ndarray,
+    op: np.ndarray,
+    fwd: np.ndarray,
+    inherits_from_op: np.ndarray,
+    user_code: UserCode,
+) -> dict[str, pa.Array]:
+    n = len(kind)
+    is_py = kind == K[Kind.PYTHON]
+    name_enc = pc.dictionary_encode(raw.name.fill_null(""))
+    names = name_enc.dictionary.to_pylist()
+    name_idx = name_enc.indices.to_numpy(zero_copy_only=False)
+
+    # Function-level attribution from python_function frames (def lines only).
+    frames = [parse_python_frame(nm) for nm in names]
+    user_name = np.array([f is not None and user_code.is_user(f[0]) for f in frames] or [False])
+    mod_names = [module_name(nm) for nm in names]
+    is_mod_name = np.array([m is not None for m in mod_names] or [False])
+    rows = np.arange(n, dtype=np.int64)
+    user_frame = np.where(is_py & user_name[name_idx], rows, -1)
+    frame_of = nearest_marked_ancestor(parent, user_frame)
+
+    file_by_name = np.array([f[0] if f else None for f in frames] + [None], dtype=object)
+    line_by_name = np.array([f[1] if f else -1 for f in frames] + [-1], dtype=np.int64)
+    func_by_name = np.array([f[2] if f else None for f in frames] + [None], dtype=object)
+    fname_idx = np.where(frame_of >= 0, name_idx[np.maximum(frame_of, 0)], len(names))
+    src_file = file_by_name[fname_idx]
+    src_line = line_by_name[fname_idx]
+    src_func = func_by_name[fname_idx]
+    precision = np.where(frame_of >= 0, Precision.FUNCTION, None).astype(object)
+
+    # nn.Module path: the chain of enclosing module frames, outermost first.
+    mod_rows = np.nonzero(is_py & is_mod_name[name_idx])[0]
+    module_of = nearest_marked_ancestor(parent, np.where(is_py & is_mod_name[name_idx], rows, -1))
+    src_module = np.full(n, None, dtype=object)
+    if mod_rows.size:
+        path_of: dict[int, str] = {}
+        outer = np.where(parent[mod_rows] >= 0, module_of[np.maximum(parent[mod_rows], 0)], -1)
+        for r, o in zip(mod_rows.tolist(), outer.tolist()):  # rows are in start order: parents first
+            own = mod_names[name_idx[r]] or ""
+            path_of[r] = f"{path_of[o]}.{own}" if o >= 0 and o in path_of else own
+        has = module_of >= 0
+        lookup = np.array([path_of.get(int(r)) for r in module_of[has]], dtype=object)
+        src_module[has] = lookup
+
+    # Exact lines from the collector win over function-level attribution.
+    if raw.src:
+        given_line = _int_column(raw.src.get("src_line"), n)
+        exact = given_line >= 0
+        if exact.any():
+            gf = np.asarray(raw.src["src_file"].to_pylist(), dtype=object) if "src_file" in raw.src else np.full(n, None, object)
+            gfn = np.asarray(raw.src["src_func"].to_pylist(), dtype=object) if "src_func" in raw.src else np.full(n, None, object)
+            gp = np.asarray(raw.src["src_precision"].to_pylist(), dtype=object) if "src_precision" in raw.src else np.full(n, Precision.LINE, object)
+            src_file = np.where(exact, gf, src_file)
+            src_line = np.where(exact, given_line, src_line)
+            src_func = np.where(exact, gfn, src_func)
+            precision = np.where(exact, np.where(pd_isnull(gp), Precision.LINE, gp), precision)
+        if "src_module" in raw.src:
+            gm = np.asarray(raw.src["src_module"].to_pylist(), dtype=object)
+            src_module = np.where(pd_isnull(gm), src_module, gm)
+
+    # Backward ops: the forward op's line, even when the backward ran under a user frame (the
+    # `loss.backward()` line says less than the forward line being differentiated).
+    has_src = src_line >= 0
+    inherit_fwd = fwd >= 0
+    if inherit_fwd.any():
+        idx = np.nonzero(inherit_fwd)[0]
+        f = fwd[idx]
+        ok = has_src[f]
+        idx, f = idx[ok], f[ok]
+        src_file[idx], src_line[idx], src_func[idx] = src_file[f], src_line[f], src_func[f]
+        src_module[idx] = np.where(pd_isnull(src_module[f]), src_module[idx], src_module[f])
+        precision[idx] = Precision.FORWARD
+    # Device work, runtime calls and memory events: the launching op's line.
+    has_src = src_line >= 0
+    from_op = inherits_from_op & (op >= 0)
+    take_op = from_op & ((kind != K[Kind.RUNTIME]) & (kind != K[Kind.MEMORY]) | ~has_src)
+    take_op &= has_src[np.maximum(op, 0)]
+    idx = np.nonzero(take_op)[0]
+    o = op[idx]
+    src_file[idx], src_line[idx], src_func[idx] = src_file[o], src_line[o], src_func[o]
+    src_module[idx] = src_module[o]
+    precision[idx] = Precision.LAUNCH
+
+    return {
+        "src_file": pa.array(src_file, pa.string()).dictionary_encode(),
+        "src_line": _nullable(src_line, pa.int32()),
+        "src_func": pa.array(src_func, pa.string()).dictionary_encode(),
+        "src_module": pa.array(src_module, pa.string()).dictionary_encode(),
+        "src_precision": pa.array(precision, pa.string()).dictionary_encode(),
+    }
+
+
+def pd_isnull(values: np.ndarray) -> np.ndarray:
+    return np.array([v is None or (isinstance(v, float) and v != v) for v in values], bool) if values.size else np.zeros(0, bool)
+
+
+def _memcpy_kinds(names: pa.Array, is_copy: np.ndarray) -> pa.Array:
+    enc = pc.dictionary_encode(names)
+    labels: list[str | None] = []
+    for nm in enc.dictionary.to_pylist():
+        m = _MEMCPY_NAME.search(nm)
+        if m:
+            memory = m.group(2)
+            labels.append(f"{m.group(1)} ({memory})" if memory in ("Pageable", "Pinned") else m.group(1))
+        else:
+            labels.append(next((v for k, v in _AMD_COPY.items() if k in nm), None))
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    lab = np.asarray(labels + [None], dtype=object)[np.where(is_copy, idx, len(labels))]
+    return pa.array(lab, pa.string()).dictionary_encode()
+
+
+def _shape_column(arr: pa.Array | None, n: int) -> pa.Array:
+    if arr is None or pa.types.is_null(arr.type):
+        return pa.nulls(n, pa.list_(pa.int32()))
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        try:
+            return arr.cast(pa.list_(pa.int32()))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    out = []
+    for v in arr.to_pylist():
+        out.append([int(x) for x in v] if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) else None)
+    return pa.array(out, pa.list_(pa.int32()))
+
+
+def _string_column(arr: pa.Array | None, n: int) -> pa.Array:
+    if arr is None or pa.types.is_null(arr.type):
+        return pa.nulls(n, pa.string())
+    return arr if pa.types.is_string(arr.type) else _coerce(arr, pa.string())

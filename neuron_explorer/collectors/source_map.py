@@ -1,0 +1,69 @@
+"""Which frames are "user code", and how profiler frame names map to file, line and function.
+
+User code is any file outside torch, the Python standard library and installed packages
+(site-packages / dist-packages). The set is configurable: ``UserCode(exclude=..., include=...)``
+takes extra path patterns, and the ``NEURON_EXPLORER_EXCLUDE`` environment variable (``os.pathsep``
+separated substrings) adds more without code changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+#: Substrings that mark library code in any path (also in traces recorded on other machines).
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    "site-packages/",
+    "dist-packages/",
+    "/torch/",
+    "/lib/python3",
+    "/lib64/python3",
+    "<frozen ",
+    "<built-in",
+    "<string>",
+    "neuron_explorer/",
+)
+
+_PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
+_MODULE_PREFIX = "nn.Module: "
+
+
+@dataclass(frozen=True)
+class UserCode:
+    """A predicate over file paths: True for the user's own code."""
+
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    include: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def default(cls, extra_exclude: Iterable[str] = (), include: Iterable[str] = ()) -> UserCode:
+        env = [p for p in os.environ.get("NEURON_EXPLORER_EXCLUDE", "").split(os.pathsep) if p]
+        local = [sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+        exclude = DEFAULT_EXCLUDE + tuple(p.replace("\\", "/").rstrip("/") + "/" for p in local if p)
+        return cls(exclude + tuple(extra_exclude) + tuple(env), tuple(include))
+
+    def is_user(self, path: str | None) -> bool:
+        if not path:
+            return False
+        p = path.replace("\\", "/")
+        if any(s in p for s in self.include):
+            return True
+        if p.startswith("<"):
+            return False
+        return not any(s in p for s in self.exclude)
+
+
+def parse_python_frame(name: str) -> tuple[str, int, str] | None:
+    """``"train.py(22): step"`` -> ``("train.py", 22, "step")``; None for other names."""
+    m = _PY_FRAME.match(name)
+    if m is None:
+        return None
+    return m.group("file"), int(m.group("line")), m.group("func")
+
+
+def module_name(name: str) -> str | None:
+    """``"nn.Module: Linear_1"`` -> ``"Linear_1"``; None for other names."""
+    return name[len(_MODULE_PREFIX) :] if name.startswith(_MODULE_PREFIX) else None

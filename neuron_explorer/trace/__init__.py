@@ -1,0 +1,57 @@
+"""The trace data model: schema, ``Trace``, errors, and ``load`` for any supported input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from neuron_explorer.trace.errors import (
+    AnalysisError,
+    CollectorError,
+    NeuronExplorerError,
+    SchemaVersionError,
+    TraceFormatError,
+    TraceNotFoundError,
+)
+from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.schema import COLUMNS, EVENTS_SCHEMA, SCHEMA_VERSION, Kind, Precision
+
+__all__ = [
+    "COLUMNS",
+    "EVENTS_SCHEMA",
+    "SCHEMA_VERSION",
+    "AnalysisError",
+    "CollectorError",
+    "Kind",
+    "NeuronExplorerError",
+    "Precision",
+    "SchemaVersionError",
+    "Trace",
+    "TraceFormatError",
+    "TraceNotFoundError",
+    "load",
+]
+
+
+def load(path: str | Path, progress: Any = None) -> Trace:
+    """Open a trace: a Parquet file, a run directory of per-rank files, or a Kineto JSON
+    (``.json``/``.json.gz``) imported on the fly."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceNotFoundError("no such file or directory", p)
+    name = p.name.lower()
+    if p.is_file() and (name.endswith(".json") or name.endswith(".json.gz") or name.endswith(".gz")):
+        from neuron_explorer.collectors.kineto_json import import_kineto_json
+
+        return import_kineto_json(p, progress=progress)
+    if p.is_file() and _looks_like_json(p):
+        from neuron_explorer.collectors.kineto_json import import_kineto_json
+
+        return import_kineto_json(p, progress=progress)
+    return Trace.read(p)
+
+
+def _looks_like_json(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        head = fh.read(64).lstrip()
+    return head[:1] in (b"{", b"[") or head[:2] == b"\x1f\x8b"

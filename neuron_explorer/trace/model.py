@@ -1,0 +1,213 @@
+"""The ``Trace``: one events table (Arrow) plus its metadata, read from and written to Parquet.
+
+A trace is one Parquet file per rank. A directory of such files (``run/rank=N/*.parquet``) is a
+multi-rank run; ``Trace.read`` on a directory concatenates the ranks into one table whose
+``rank`` column tells them apart (``event_id`` and every link column are unique within a rank).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from neuron_explorer.trace.errors import SchemaVersionError, TraceFormatError, TraceNotFoundError
+from neuron_explorer.trace.schema import (
+    COLUMN_NAMES,
+    DEVICE_KINDS,
+    EVENTS_SCHEMA,
+    METADATA_KEY,
+    SCHEMA_MAJOR,
+    SCHEMA_VERSION,
+    Kind,
+    parse_version,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+class Trace:
+    """An events table conforming to ``EVENTS_SCHEMA`` and the trace's metadata.
+
+    ``metadata`` is a JSON-able dict (see docs/schema.md, "Metadata"); for a multi-rank run it
+    is rank 0's (the lowest rank's) and ``rank_metadata`` maps every rank to its own.
+    """
+
+    def __init__(
+        self,
+        events: pa.Table,
+        metadata: dict[str, Any] | None = None,
+        path: str | Path | None = None,
+        rank_metadata: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        self.events = events
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.metadata.setdefault("schema_version", SCHEMA_VERSION)
+        self.path = Path(path) if path is not None else None
+        rank = int(self.metadata.get("rank", 0) or 0)
+        self.rank_metadata: dict[int, dict[str, Any]] = rank_metadata or {rank: self.metadata}
+
+    # ----------------------------------------------------------------------------- reading
+    @classmethod
+    def read(cls, path: str | Path, columns: Sequence[str] | None = None) -> Trace:
+        """Read a Parquet trace file or a run directory of per-rank files."""
+        path = Path(path)
+        if not path.exists():
+            raise TraceNotFoundError("no such file or directory", path)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.suffix in PARQUET_SUFFIXES and p.is_file())
+            if not files:
+                raise TraceFormatError("directory holds no .parquet trace files", path)
+            parts = [_read_file(f, columns) for f in files]
+            parts.sort(key=lambda tm: int(tm[1].get("rank", 0) or 0))
+            rank_metadata = {int(m.get("rank", 0) or 0): m for _, m in parts}
+            if len(rank_metadata) != len(parts):
+                raise TraceFormatError("two trace files in the directory claim the same rank", path)
+            table = pa.concat_tables([t for t, _ in parts], promote_options="permissive")
+            return cls(table, parts[0][1], path, rank_metadata)
+        table, metadata = _read_file(path, columns)
+        return cls(table, metadata, path)
+
+    # ----------------------------------------------------------------------------- writing
+    def write(self, path: str | Path) -> Path:
+        """Write the trace as one zstd Parquet file, atomically (temporary name, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table = conform(self.events)
+        meta = dict(self.metadata)
+        meta["schema_version"] = SCHEMA_VERSION
+        schema = table.schema.with_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
+        table = table.replace_schema_metadata(schema.metadata)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            pq.write_table(
+                table,
+                tmp,
+                compression="zstd",
+                compression_level=3,
+                row_group_size=1 << 20,
+                write_statistics=["start_ns", "kind", "rank", "step", "event_id"],
+            )
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.path = path
+        return path
+
+    # ----------------------------------------------------------------------------- views
+    @property
+    def num_events(self) -> int:
+        return self.events.num_rows
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(int(r) for r in pc.unique(self.events["rank"]).to_pylist() if r is not None)
+
+    def select(self, kinds: Iterable[str] | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """The events of the given kinds (all when None), with only the given columns."""
+        table = self.events
+        if kinds is not None:
+            kind_values = pa.array(list(kinds), pa.string())
+            mask = pc.is_in(pc.cast(table["kind"], pa.string()), value_set=kind_values)
+            table = table.filter(mask)
+        if columns is not None:
+            table = table.select(list(columns))
+        return table
+
+    def to_pandas(self, kinds: Iterable[str] | None = None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """A pandas view; dictionary columns become categoricals, nullable ints stay nullable."""
+        table = self.select(kinds, columns)
+        return table.to_pandas(types_mapper=_pandas_types, split_blocks=True, self_destruct=False)
+
+    def ops(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        return self.to_pandas([Kind.CPU_OP], columns)
+
+    def kernels(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """Device work: kernels, collectives, memcpys and memsets."""
+        return self.to_pandas(DEVICE_KINDS, columns)
+
+    def steps(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        return self.to_pandas([Kind.STEP], columns)
+
+    def __repr__(self) -> str:
+        source = self.metadata.get("source_file") or self.path
+        return f"<Trace {self.num_events} events ranks={self.ranks} from {source}>"
+
+
+def _pandas_types(t: pa.DataType) -> Any:
+    import pandas as pd
+
+    if pa.types.is_integer(t):
+        return {8: pd.Int8Dtype(), 16: pd.Int16Dtype(), 32: pd.Int32Dtype(), 64: pd.Int64Dtype()}[t.bit_width]
+    return None
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """Order, add (as nulls) and cast columns so the table has exactly ``EVENTS_SCHEMA``."""
+    arrays = []
+    n = table.num_rows
+    for field in EVENTS_SCHEMA:
+        if field.name in table.column_names:
+            col = table[field.name]
+            if col.type != field.type:
+                col = col.cast(field.type)
+            arrays.append(col)
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(arrays, schema=EVENTS_SCHEMA)
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The trace metadata of one Parquet trace file, checked for a compatible schema version."""
+    path = Path(path)
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise TraceFormatError("a Parquet file, but not a Neuron Explorer trace (no trace metadata)", path)
+    try:
+        metadata = json.loads(raw)
+        major, _, _ = parse_version(metadata["schema_version"])
+    except (ValueError, KeyError, TypeError):
+        raise TraceFormatError("trace metadata is corrupt (no valid schema_version)", path) from None
+    if major > SCHEMA_MAJOR:
+        raise SchemaVersionError(
+            f"written with trace schema {metadata['schema_version']}, newer than this tool reads "
+            f"({SCHEMA_VERSION}); upgrade neuron-explorer",
+            path,
+        )
+    missing = [c for c in ("event_id", "kind", "name", "start_ns", "dur_ns") if c not in schema.names]
+    if missing:
+        raise TraceFormatError(f"trace is missing required columns: {', '.join(missing)}", path)
+    return metadata
+
+
+def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dict[str, Any]]:
+    metadata = read_metadata(path)
+    try:
+        wanted = [c for c in columns if c in COLUMN_NAMES] if columns is not None else None
+        table = pq.read_table(path, columns=wanted)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceFormatError(f"Parquet data is corrupt or truncated ({_short(exc)})", path) from None
+    if columns is None:
+        table = conform(table.replace_schema_metadata(None))
+    return table, metadata
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
