@@ -45,7 +45,9 @@ def big_trace_parquet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``neuron-explorer`` as a user would (a new process), capturing its output."""
     full_env = dict(os.environ)
     full_env.update(env or {})

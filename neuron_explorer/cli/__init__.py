@@ -11,24 +11,54 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
 from neuron_explorer import __version__
 from neuron_explorer.trace.errors import NeuronExplorerError
 
-#: Subcommand name -> module implementing it, in the order ``--help`` lists them.
-COMMANDS: dict[str, str] = {
-    "record": "neuron_explorer.cli.record",
-    "convert": "neuron_explorer.cli.convert",
-    "info": "neuron_explorer.cli.info",
-    "analyze": "neuron_explorer.cli.analyze",
-    "metrics": "neuron_explorer.cli.metrics",
-    "report": "neuron_explorer.cli.report",
-    "tui": "neuron_explorer.cli.tui",
-    "mcp": "neuron_explorer.cli.mcp",
-    "export": "neuron_explorer.cli.export",
-    "demo": "neuron_explorer.cli.demo",
+#: Subcommand name -> (module implementing it, one-line summary), in ``--help`` order. The
+#: summary is the module docstring's first line (a test keeps them equal); it is repeated here
+#: so that ``--help`` and every command start without importing the other commands.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "record": (
+        "neuron_explorer.cli.record",
+        "Run a Python program under the profiler and write its trace (like python -m cProfile).",
+    ),
+    "convert": (
+        "neuron_explorer.cli.convert",
+        "Convert a Kineto/Chrome JSON trace (.json or .json.gz) to a Parquet trace.",
+    ),
+    "info": (
+        "neuron_explorer.cli.info",
+        "Show what is inside a trace: events, devices, streams, steps, source and link coverage.",
+    ),
+    "analyze": (
+        "neuron_explorer.cli.analyze",
+        "Say what holds the run back: every metric and rule on a trace, as text, JSON or markdown.",
+    ),
+    "metrics": (
+        "neuron_explorer.cli.metrics",
+        "Export the analysis as Parquet tables for agents and notebooks (one file per metric family).",
+    ),
+    "report": (
+        "neuron_explorer.cli.report",
+        "Write a self-contained HTML report (Plotly charts, sortable tables) of a trace's analysis.",
+    ),
+    "tui": (
+        "neuron_explorer.cli.tui",
+        "Browse a trace in the terminal: overview, findings, ops, kernels, source lines, timeline.",
+    ),
+    "mcp": ("neuron_explorer.cli.mcp", "Serve traces to AI agents over the Model Context Protocol (stdio)."),
+    "export": (
+        "neuron_explorer.cli.export",
+        "Export a trace to another format: Chrome trace JSON for Perfetto and chrome://tracing.",
+    ),
+    "demo": (
+        "neuron_explorer.cli.demo",
+        "Run the main job: profile the bundled example, analyze it and write the HTML report.",
+    ),
 }
 
 EXIT_OK = 0
@@ -47,27 +77,42 @@ def _load(module: str) -> ModuleType | None:
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (all of them when it is None)."""
     parser = argparse.ArgumentParser(
         prog="neuron-explorer",
         description="Profile PyTorch on any accelerator, map every event to its source line, and say what holds it back.",
     )
     parser.add_argument("--version", action="version", version=f"neuron-explorer {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_name in COMMANDS.items():
+    for name, (module_name, summary) in COMMANDS.items():
+        if command is not None and name != command:
+            sub.add_parser(name, help=summary)
+            continue
         module = _load(module_name)
         if module is None:
             continue
         doc = (module.__doc__ or "").strip()
-        summary = doc.splitlines()[0] if doc else name
-        p = sub.add_parser(name, help=summary, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=summary or doc.splitlines()[0],
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.prepare_parser(p)
         p.set_defaults(_run=module.run)
     return parser
 
 
+def _format_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> str:
+    return f"neuron-explorer: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    warnings.formatwarning = _format_warning  # one readable line, not a source excerpt
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -1,6 +1,7 @@
-"""Run the main job end to end: profile the bundled example training script on whatever
-device torch finds, write the Parquet trace, show what is in it, analyze it and write the
-HTML report.
+"""Run the main job: profile the bundled example, analyze it and write the HTML report.
+
+Profiles the bundled example training script on whatever device torch finds, writes the
+Parquet trace, shows what is in it, analyzes it and writes the HTML report.
 
 Example:
   neuron-explorer demo --output-dir out
@@ -19,7 +20,9 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output-dir", default="out", metavar="DIR", help="where the trace and report go (default: out)")
+    parser.add_argument(
+        "--output-dir", default="out", metavar="DIR", help="where the trace and report go (default: out)"
+    )
 
 
 def _has(module: str) -> bool:
@@ -57,5 +60,7 @@ def run(args: argparse.Namespace) -> int:
         code = _step("report", ["report", str(trace), "-o", str(out / "report.html")])
         if code != 0:
             return code
-    print(f"\nDone: {trace}" + (f" and {out / 'report.html'}" if (out / "report.html").exists() else ""), file=sys.stderr)
+    print(
+        f"\nDone: {trace}" + (f" and {out / 'report.html'}" if (out / "report.html").exists() else ""), file=sys.stderr
+    )
     return 0

@@ -1,5 +1,7 @@
-"""Show what is inside a trace: events by kind and device, streams, steps, ranks, time span,
-source-line coverage, and how complete the kernel -> launch -> op links are (and why not).
+"""Show what is inside a trace: events, devices, streams, steps, source and link coverage.
+
+Events by kind and device, streams, steps, ranks, time span, source-line coverage, and how
+complete the kernel -> launch -> op links are (and why the rest are not linked).
 
 Examples:
   neuron-explorer info trace.parquet
@@ -77,7 +79,12 @@ def render_text(info: dict[str, Any]) -> None:
             devices.add_column(col, justify="right" if col not in ("type",) else "left")
         for d in info["devices"]:
             devices.add_row(
-                str(d["rank"]), str(d["device_type"]), str(d["device"]), str(d["streams"]), f"{d['events']:,}", _ms(d["busy_ns"])
+                str(d["rank"]),
+                str(d["device_type"]),
+                str(d["device"]),
+                str(d["streams"]),
+                f"{d['events']:,}",
+                _ms(d["busy_ns"]),
             )
         console.print(devices)
         streams = Table(title="Device streams", show_edge=False)
@@ -112,7 +119,9 @@ def render_text(info: dict[str, Any]) -> None:
         for reason, count in links["unlinked_reasons"].items():
             console.print(f"  not linked: {count:,} {_REASONS.get(reason, reason)}")
     if links.get("backward_ops"):
-        console.print(f"Backward ops linked to their forward op: {links['backward_ops_linked_to_forward']:,} of {links['backward_ops']:,}")
+        console.print(
+            f"Backward ops linked to their forward op: {links['backward_ops_linked_to_forward']:,} of {links['backward_ops']:,}"
+        )
     for p in info["device_properties"][:8]:
         mem = p.get("totalGlobalMem")
         console.print(f"Device {p.get('id')}: {p.get('name')} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}")

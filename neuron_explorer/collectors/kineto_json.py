@@ -10,12 +10,13 @@ proportional to the output columns, not to the JSON. Everything after decoding i
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
 import zlib
-from operator import attrgetter
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from neuron_explorer.collectors.normalize import RawEvents, build_trace
+from neuron_explorer.collectors.normalize import RawEvents, build_trace, masked_array
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
 
@@ -337,11 +338,15 @@ def _check_required(events: list[_Event], ph: list[str]) -> None:
     missing_ph = [i for i, p in enumerate(ph) if not p]
     if missing_ph:
         i = missing_ph[0]
-        raise _MalformedEventsError(f"{len(missing_ph):,} events have no 'ph' (phase) field, e.g. event {i}: {_brief(events[i])}")
+        raise _MalformedEventsError(
+            f"{len(missing_ph):,} events have no 'ph' (phase) field, e.g. event {i}: {_brief(events[i])}"
+        )
     missing_ts = [i for i, (e, p) in enumerate(zip(events, ph)) if not e.ts and p != "M"]
     if missing_ts:
         i = missing_ts[0]
-        raise _MalformedEventsError(f"{len(missing_ts):,} events have no 'ts' (timestamp) field, e.g. event {i}: {_brief(events[i])}")
+        raise _MalformedEventsError(
+            f"{len(missing_ts):,} events have no 'ts' (timestamp) field, e.g. event {i}: {_brief(events[i])}"
+        )
 
 
 def _brief(e: _Event) -> str:
@@ -400,18 +405,16 @@ def _extras(events: list[_Event], pid_x: list[Any] | None, tid_x: list[Any] | No
     enc = msgspec.json.encode
     for i in rows:
         e = events[i]
-        fields = (e.bp, e.s, e.cname, e.tts) + tuple(x[i] if x is not None else None for x in (pid_x, tid_x, id_x))
+        fields = (e.bp, e.s, e.cname, e.tts, *tuple(x[i] if x is not None else None for x in (pid_x, tid_x, id_x)))
         try:
             text = memo.get(fields)
         except TypeError:  # an unhashable value (a list): encode it once, uncached
             text = None
         if text is None:
-            d = {f: v for f, v in zip(_EXTRA_FIELDS + ("pid", "tid", "id"), fields) if v is not None}
+            d = {f: v for f, v in zip((*_EXTRA_FIELDS, "pid", "tid", "id"), fields) if v is not None}
             text = enc(d).decode()
-            try:
+            with contextlib.suppress(TypeError):
                 memo[fields] = text
-            except TypeError:
-                pass
         out[i] = text
     return pa.array(out, pa.string())
 
@@ -515,7 +518,7 @@ def _scatter(values: pa.Array, positions: list[int], n: int) -> pa.Array:
         return values
     idx = np.full(n, -1, np.int64)
     idx[np.asarray(positions, np.int64)] = np.arange(len(positions))
-    return values.take(pa.array(idx, mask=idx < 0))
+    return values.take(masked_array(idx, pa.int64(), idx < 0))
 
 
 # ------------------------------------------------------------------------------- metadata

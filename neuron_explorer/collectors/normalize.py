@@ -82,7 +82,9 @@ _ON_DEVICE_CODES = np.concatenate([_DEVICE_KIND_CODES, [K[Kind.SYNC], K[Kind.DEV
 _HOST_SPAN_CODES = np.array([K[k] for k in (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.STEP, Kind.RUNTIME)])
 _HOST_CHILD_CODES = np.concatenate([_HOST_SPAN_CODES, [K[Kind.MEMORY], K[Kind.INSTANT]]])
 
-_COLLECTIVE_NAME = re.compile(r"(?i)^(nccl|rccl)|^c10d::|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|all_to_all")
+_COLLECTIVE_NAME = re.compile(
+    r"(?i)^(nccl|rccl)|^c10d::|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|all_to_all"
+)
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _MEMCPY_NAME = re.compile(r"(?i)memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)(?:.*?\((\w+))?")
 _AMD_COPY = {"CopyHostToDevice": "HtoD", "CopyDeviceToHost": "DtoH", "CopyDeviceToDevice": "DtoD"}
@@ -185,9 +187,7 @@ def _int_column(arr: pa.Array | None, n: int) -> np.ndarray:
         return np.where(np.isfinite(v), v, -1).astype(np.int64)
     if pa.types.is_null(arr.type):
         return np.full(n, -1, np.int64)
-    import pandas as pd
-
-    v = pd.to_numeric(pd.Series(arr.to_pylist(), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    v = _numbers(arr.to_pylist())
     return np.where(np.isfinite(v), v, -1).astype(np.int64)
 
 
@@ -196,14 +196,36 @@ def _float_column(arr: pa.Array | None, n: int) -> np.ndarray:
         return np.full(n, np.nan)
     if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
         return arr.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
-    import pandas as pd
+    return _numbers(arr.to_pylist())
 
-    return pd.to_numeric(pd.Series(arr.to_pylist(), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+
+def _numbers(values: list[Any]) -> np.ndarray:
+    """Mixed-type argument values (numbers written as strings by some profilers) as float64,
+    NaN where a value is not a number. Only used when a column is not already numeric."""
+    out = np.full(len(values), np.nan)
+    for i, v in enumerate(values):
+        if v is None or isinstance(v, (list, dict, bool)):
+            continue
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def masked_array(values: np.ndarray, typ: pa.DataType, mask: np.ndarray) -> pa.Array:
+    """``pa.array(values, typ, mask=mask)`` without pyarrow's masked-conversion path, which
+    imports pandas (0.5 s of a command's start-up)."""
+    arr = pa.array(values, typ)
+    if not mask.any():
+        return arr
+    validity = pa.py_buffer(np.packbits(~mask, bitorder="little"))
+    return pa.Array.from_buffers(typ, len(arr), [validity, arr.buffers()[1]], null_count=int(mask.sum()))
 
 
 def _nullable(values: np.ndarray, typ: pa.DataType, null: Any = -1) -> pa.Array:
     mask = np.isnan(values) if values.dtype.kind == "f" else values == null
-    return pa.array(values, typ, mask=mask) if mask.any() else pa.array(values, typ)
+    return masked_array(values, typ, mask)
 
 
 def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
@@ -286,21 +308,49 @@ def _bind_flow_endpoints(
     out = np.full(flow_rows.size, -1, np.int64)
     if flow_rows.size == 0 or cand_rows.size == 0:
         return out
-    import pandas as pd
+    # One int64 key per (thread, start): thread index in the high bits, start offset below.
+    rows = np.concatenate([cand_rows, flow_rows])
+    pairs = np.stack([pid[rows], tid[rows]], axis=1)
+    _, thread = np.unique(pairs, axis=0, return_inverse=True)
+    offset = start[rows] - start[rows].min()
+    if offset.max() >= (1 << 43) or thread.max() >= (1 << 19):  # > 2.4 h or > 500k threads
+        return _bind_flow_endpoints_slow(flow_rows, cand_rows, pid, tid, start)
+    key = (thread.astype(np.int64).ravel() << 43) | offset
+    cand_key, flow_key = key[: cand_rows.size], key[cand_rows.size :]
+    return _map_keys_first(flow_key, cand_key, cand_rows)
 
-    cand = pd.DataFrame({"pid": pid[cand_rows], "tid": tid[cand_rows], "start": start[cand_rows], "row": cand_rows})
-    cand = cand.drop_duplicates(["pid", "tid", "start"], keep="first")
-    ends = pd.DataFrame({"pid": pid[flow_rows], "tid": tid[flow_rows], "start": start[flow_rows], "i": np.arange(flow_rows.size)})
-    m = ends.merge(cand, on=["pid", "tid", "start"], how="inner")
-    out[m["i"].to_numpy()] = m["row"].to_numpy()
-    return out
+
+def _map_keys_first(keys: np.ndarray, target_keys: np.ndarray, target_rows: np.ndarray) -> np.ndarray:
+    """Like ``_map_keys`` but the first target of each key wins (rows are start-ordered, the
+    outermost event first)."""
+    order = np.argsort(target_keys, kind="stable")
+    tk, tr = target_keys[order], target_rows[order]
+    first = np.ones(tk.size, bool)
+    first[1:] = tk[1:] != tk[:-1]
+    tk, tr = tk[first], tr[first]
+    pos = np.minimum(np.searchsorted(tk, keys), tk.size - 1)
+    return np.where(tk[pos] == keys, tr[pos], -1)
+
+
+def _bind_flow_endpoints_slow(
+    flow_rows: np.ndarray, cand_rows: np.ndarray, pid: np.ndarray, tid: np.ndarray, start: np.ndarray
+) -> np.ndarray:
+    first: dict[tuple[int, int, int], int] = {}
+    for r, k in zip(cand_rows.tolist(), zip(pid[cand_rows].tolist(), tid[cand_rows].tolist(), start[cand_rows].tolist())):
+        first.setdefault(k, r)
+    keys = zip(pid[flow_rows].tolist(), tid[flow_rows].tolist(), start[flow_rows].tolist())
+    return np.array([first.get(k, -1) for k in keys], np.int64)
 
 
 # ------------------------------------------------------------------------------- kinds
 def _classify(raw: RawEvents, metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Kind codes and device-type codes (index into the returned device type list)."""
     n = raw.n
-    cat_enc = pc.dictionary_encode(raw.cat.fill_null("")).combine_chunks() if isinstance(raw.cat, pa.ChunkedArray) else pc.dictionary_encode(raw.cat.fill_null(""))
+    cat_enc = (
+        pc.dictionary_encode(raw.cat.fill_null("")).combine_chunks()
+        if isinstance(raw.cat, pa.ChunkedArray)
+        else pc.dictionary_encode(raw.cat.fill_null(""))
+    )
     cats = cat_enc.dictionary.to_pylist()
     cat_idx = cat_enc.indices.to_numpy(zero_copy_only=False)
     cat_kind = np.array([K[_category_kind(c)] for c in cats] or [K[Kind.OTHER]], np.int8)
@@ -380,12 +430,15 @@ def accelerator_type(categories: list[str], metadata: dict[str, Any], runtime_na
     if forced:
         return str(forced)
     lowered = [c.lower() for c in categories]
-    if any(k in top for k in ("roctracer_version", "hip_runtime_version", "hip_driver_version")) or any(
-        c.startswith("hip_") for c in lowered
-    ) or any(r.startswith("hip") for r in runtime_names or ()) or any(
-        any(tag in str(p.get("name", "")) for tag in ("AMD", "Instinct", "Radeon"))
-        for p in metadata.get("device_properties") or []
-        if isinstance(p, dict)
+    if (
+        any(k in top for k in ("roctracer_version", "hip_runtime_version", "hip_driver_version"))
+        or any(c.startswith("hip_") for c in lowered)
+        or any(r.startswith("hip") for r in runtime_names or ())
+        or any(
+            any(tag in str(p.get("name", "")) for tag in ("AMD", "Instinct", "Radeon"))
+            for p in metadata.get("device_properties") or []
+            if isinstance(p, dict)
+        )
     ):
         return "hip"
     if any(c.startswith("mtia_") for c in lowered):
@@ -482,7 +535,9 @@ def build_trace(
         correlation[bound[ok]] = flow_id[s_rows[ok]]
 
     rows = np.arange(n, dtype=np.int64)
-    launch = np.where(on_device, _map_keys(np.where(on_device, correlation, -1), np.where(is_runtime, correlation, -1), rows), -1)
+    launch = np.where(
+        on_device, _map_keys(np.where(on_device, correlation, -1), np.where(is_runtime, correlation, -1), rows), -1
+    )
 
     op_by_ext = _map_keys(external, np.where(is_cpu_op, external, -1), rows)
     enclosing_op = nearest_marked_ancestor(parent, np.where(is_cpu_op, rows, -1))
@@ -569,7 +624,7 @@ def build_trace(
         "input_shapes": typed.get("input_dims"),
         "input_types": typed.get("input_type"),
         "flops": _nullable(_int_column(typed.get("flops"), n), pa.int64()),
-        "bytes": pa.array(size_bytes, pa.int64(), mask=size_mask),
+        "bytes": masked_array(size_bytes, pa.int64(), size_mask),
         "bandwidth_gbps": _nullable(_float_column(typed.get("bandwidth"), n), pa.float64()),
         "memcpy_kind": memcpy_kind,
         "grid": _shape_column(typed.get("grid"), n),
@@ -579,8 +634,12 @@ def build_trace(
         "blocks_per_sm": _nullable(_float_column(typed.get("blocks_per_sm"), n), pa.float64()),
         "warps_per_sm": _nullable(_float_column(typed.get("warps_per_sm"), n), pa.float64()),
         "occupancy_pct": _nullable(_float_column(typed.get("occupancy"), n), pa.float64()),
-        "mem_total_allocated_bytes": _nullable(np.where(is_mem, _int_column(typed.get("total_allocated"), n), -1), pa.int64()),
-        "mem_total_reserved_bytes": _nullable(np.where(is_mem, _int_column(typed.get("total_reserved"), n), -1), pa.int64()),
+        "mem_total_allocated_bytes": _nullable(
+            np.where(is_mem, _int_column(typed.get("total_allocated"), n), -1), pa.int64()
+        ),
+        "mem_total_reserved_bytes": _nullable(
+            np.where(is_mem, _int_column(typed.get("total_reserved"), n), -1), pa.int64()
+        ),
         "mem_addr": _nullable(np.where(is_mem, _int_column(typed.get("addr"), n), -1), pa.int64()),
         "graph_id": _nullable(np.where(is_device_work, _int_column(typed.get("graph_id"), n), -1), pa.int64()),
         "flow_id": raw.flow_id,
@@ -601,7 +660,13 @@ def build_trace(
         if isinstance(v, pa.ChunkedArray):
             v = v.combine_chunks()
         if v.type != f.type:
-            v = v.cast(f.type) if not pa.types.is_dictionary(f.type) else pc.cast(v.cast(pa.string()) if pa.types.is_dictionary(v.type) else v, pa.string()).dictionary_encode()
+            v = (
+                v.cast(f.type)
+                if not pa.types.is_dictionary(f.type)
+                else pc.cast(
+                    v.cast(pa.string()) if pa.types.is_dictionary(v.type) else v, pa.string()
+                ).dictionary_encode()
+            )
         arrays.append(v)
     table = pa.Table.from_arrays(arrays, schema=EVENTS_SCHEMA)
     meta = dict(metadata)
@@ -616,7 +681,13 @@ def dtypes_index(dtypes: list[str], codes: np.ndarray) -> np.ndarray:
 
 
 def _assign_steps(
-    kind: np.ndarray, raw: RawEvents, start: np.ndarray, dur: np.ndarray, op: np.ndarray, launch: np.ndarray, on_device: np.ndarray
+    kind: np.ndarray,
+    raw: RawEvents,
+    start: np.ndarray,
+    dur: np.ndarray,
+    op: np.ndarray,
+    launch: np.ndarray,
+    on_device: np.ndarray,
 ) -> np.ndarray:
     n = len(kind)
     step = np.full(n, -1, np.int64)
@@ -695,9 +766,21 @@ def _attribute_source(
         given_line = _int_column(raw.src.get("src_line"), n)
         exact = given_line >= 0
         if exact.any():
-            gf = np.asarray(raw.src["src_file"].to_pylist(), dtype=object) if "src_file" in raw.src else np.full(n, None, object)
-            gfn = np.asarray(raw.src["src_func"].to_pylist(), dtype=object) if "src_func" in raw.src else np.full(n, None, object)
-            gp = np.asarray(raw.src["src_precision"].to_pylist(), dtype=object) if "src_precision" in raw.src else np.full(n, Precision.LINE, object)
+            gf = (
+                np.asarray(raw.src["src_file"].to_pylist(), dtype=object)
+                if "src_file" in raw.src
+                else np.full(n, None, object)
+            )
+            gfn = (
+                np.asarray(raw.src["src_func"].to_pylist(), dtype=object)
+                if "src_func" in raw.src
+                else np.full(n, None, object)
+            )
+            gp = (
+                np.asarray(raw.src["src_precision"].to_pylist(), dtype=object)
+                if "src_precision" in raw.src
+                else np.full(n, Precision.LINE, object)
+            )
             src_file = np.where(exact, gf, src_file)
             src_line = np.where(exact, given_line, src_line)
             src_func = np.where(exact, gfn, src_func)
@@ -739,7 +822,11 @@ def _attribute_source(
 
 
 def pd_isnull(values: np.ndarray) -> np.ndarray:
-    return np.array([v is None or (isinstance(v, float) and v != v) for v in values], bool) if values.size else np.zeros(0, bool)
+    return (
+        np.array([v is None or (isinstance(v, float) and v != v) for v in values], bool)
+        if values.size
+        else np.zeros(0, bool)
+    )
 
 
 def _memcpy_kinds(names: pa.Array, is_copy: np.ndarray) -> pa.Array:
@@ -753,7 +840,7 @@ def _memcpy_kinds(names: pa.Array, is_copy: np.ndarray) -> pa.Array:
         else:
             labels.append(next((v for k, v in _AMD_COPY.items() if k in nm), None))
     idx = enc.indices.to_numpy(zero_copy_only=False)
-    lab = np.asarray(labels + [None], dtype=object)[np.where(is_copy, idx, len(labels))]
+    lab = np.asarray([*labels, None], dtype=object)[np.where(is_copy, idx, len(labels))]
     return pa.array(lab, pa.string()).dictionary_encode()
 
 

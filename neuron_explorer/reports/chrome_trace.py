@@ -9,8 +9,6 @@ the same events table.
 from __future__ import annotations
 
 import gzip
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.model import Trace
 
 _COLUMNS = ["ph", "category", "name", "pid", "tid", "start_ns", "dur_ns", "flow_id", "args", "extra"]
@@ -109,16 +108,11 @@ def _encoded_strings(arr: pa.Array) -> list[str | None]:
 def write_chrome_trace(trace: Trace, path: str | Path) -> Path:
     """Write the Chrome JSON (gzip when the name ends in .gz), atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        fh_ctx = gzip.open(tmp, "wb", compresslevel=6) if path.name.endswith(".gz") else open(tmp, "wb")
-        with fh_ctx as fh:
-            for piece in iter_chrome_json(trace):
-                fh.write(piece)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, _open_output(tmp, gz=path.name.endswith(".gz")) as fh:
+        for piece in iter_chrome_json(trace):
+            fh.write(piece)
     return path
+
+
+def _open_output(path: Path, gz: bool) -> Any:
+    return gzip.open(path, "wb", compresslevel=6) if gz else open(path, "wb")

@@ -40,15 +40,40 @@ def load(path: str | Path, progress: Any = None) -> Trace:
     if not p.exists():
         raise TraceNotFoundError("no such file or directory", p)
     name = p.name.lower()
-    if p.is_file() and (name.endswith(".json") or name.endswith(".json.gz") or name.endswith(".gz")):
+    if p.is_file() and (name.endswith((".json", ".json.gz", ".gz")) or _looks_like_json(p)):
         from neuron_explorer.collectors.kineto_json import import_kineto_json
 
-        return import_kineto_json(p, progress=progress)
-    if p.is_file() and _looks_like_json(p):
-        from neuron_explorer.collectors.kineto_json import import_kineto_json
+        try:
+            return import_kineto_json(p, progress=progress)
+        except TraceFormatError:
+            if _is_neuron(p):  # a legacy neuron-profile JSON export
+                return _import_neuron(p)
+            raise
+    try:
+        return Trace.read(p)
+    except TraceFormatError:
+        if p.is_dir() and _is_neuron(p):  # a Neuron Explorer Parquet export directory
+            return _import_neuron(p)
+        raise
 
-        return import_kineto_json(p, progress=progress)
-    return Trace.read(p)
+
+def _is_neuron(path: Path) -> bool:
+    from neuron_explorer.collectors.neuron import is_neuron_profile
+    from neuron_explorer.collectors.neuron.legacy_json import is_device_json, is_system_json, load_json
+
+    if path.is_dir():
+        return is_neuron_profile(path)
+    try:
+        obj = load_json(path)
+    except NeuronExplorerError:
+        return False
+    return is_device_json(obj) or is_system_json(obj)
+
+
+def _import_neuron(path: Path) -> Trace:
+    from neuron_explorer.collectors.neuron import import_neuron_profile
+
+    return import_neuron_profile(path)
 
 
 def _looks_like_json(path: Path) -> bool:

@@ -8,8 +8,6 @@ multi-rank run; ``Trace.read`` on a directory concatenates the ranks into one ta
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.errors import SchemaVersionError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.schema import (
     COLUMN_NAMES,
@@ -34,6 +33,23 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
+#: Sorted or slowly varying id/time columns: delta encoding stores them in a few bits each
+#: (event_id is 0..n-1, start_ns ascends), where dictionaries would not help.
+DELTA_COLUMNS = (
+    "event_id",
+    "start_ns",
+    "external_id",
+    "flow_id",
+    "correlation_id",
+    "parent_id",
+    "op_id",
+    "launch_id",
+    "fwd_id",
+    "sequence_nr",
+)
+#: The raw args text is most of a file; a higher zstd level keeps the Parquet trace smaller
+#: than the gzipped JSON it came from.
+ARGS_ZSTD_LEVEL = 7
 
 
 class Trace:
@@ -82,27 +98,22 @@ class Trace:
     def write(self, path: str | Path) -> Path:
         """Write the trace as one zstd Parquet file, atomically (temporary name, then rename)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         table = conform(self.events)
         meta = dict(self.metadata)
         meta["schema_version"] = SCHEMA_VERSION
         schema = table.schema.with_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
         table = table.replace_schema_metadata(schema.metadata)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             pq.write_table(
                 table,
                 tmp,
                 compression="zstd",
-                compression_level=3,
+                compression_level={c: (ARGS_ZSTD_LEVEL if c == "args" else 3) for c in table.column_names},
+                use_dictionary=[c for c in table.column_names if c not in DELTA_COLUMNS],
+                column_encoding=dict.fromkeys(DELTA_COLUMNS, "DELTA_BINARY_PACKED"),
                 row_group_size=1 << 20,
                 write_statistics=["start_ns", "kind", "rank", "step", "event_id"],
             )
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         self.path = path
         return path
 

@@ -77,37 +77,127 @@ _SHAPE = pa.list_(pa.int32())
 COLUMNS: tuple[Column, ...] = (
     Column("event_id", _I64, "id", "Row id, unique within one rank's file: the target of every *_id link column."),
     Column("rank", _I32, "", "Distributed rank that recorded the event (0 when the run was not distributed)."),
-    Column("kind", _DSTR, "", "Normalized kind: cpu_op, python, annotation, step, runtime, sync, kernel, collective, memcpy, memset, device_annotation, memory, instant, flow, metadata, trace, other."),
-    Column("category", _DSTR, "", "Original category as the profiler wrote it (Kineto `cat`), e.g. cuda_runtime, Kernel, mtia_ccp_events."),
-    Column("ph", _DSTR, "", "Chrome trace phase: X (span), i (instant), s/f/t (flow), M (metadata), C (counter), b/e (async)."),
-    Column("name", _DSTR, "", "Event name as recorded: aten::addmm, cudaLaunchKernel, the kernel's full name, ProfilerStep#3."),
-    Column("device_type", _DSTR, "", "Where the event ran: cpu for host events, else cuda, hip, mtia, neuron, xpu, hpu, privateuseone."),
+    Column(
+        "kind",
+        _DSTR,
+        "",
+        "Normalized kind: cpu_op, python, annotation, step, runtime, sync, kernel, collective, memcpy, memset, device_annotation, memory, instant, flow, metadata, trace, other.",
+    ),
+    Column(
+        "category",
+        _DSTR,
+        "",
+        "Original category as the profiler wrote it (Kineto `cat`), e.g. cuda_runtime, Kernel, mtia_ccp_events.",
+    ),
+    Column(
+        "ph",
+        _DSTR,
+        "",
+        "Chrome trace phase: X (span), i (instant), s/f/t (flow), M (metadata), C (counter), b/e (async).",
+    ),
+    Column(
+        "name",
+        _DSTR,
+        "",
+        "Event name as recorded: aten::addmm, cudaLaunchKernel, the kernel's full name, ProfilerStep#3.",
+    ),
+    Column(
+        "device_type",
+        _DSTR,
+        "",
+        "Where the event ran: cpu for host events, else cuda, hip, mtia, neuron, xpu, hpu, privateuseone.",
+    ),
     Column("device", _I32, "index", "Device index for device events and device memory events; null on the host."),
-    Column("stream", _I64, "id", "Device queue (CUDA/HIP stream, Neuron engine or DMA queue) for device events; null on the host."),
+    Column(
+        "stream",
+        _I64,
+        "id",
+        "Device queue (CUDA/HIP stream, Neuron engine or DMA queue) for device events; null on the host.",
+    ),
     Column("pid", _I64, "id", "Process id as written in the trace (for device events Kineto writes the device here)."),
     Column("tid", _I64, "id", "Thread id as written in the trace (for device events Kineto writes the stream here)."),
-    Column("start_ns", _I64, "ns", "Absolute start time, nanoseconds since the Unix epoch when the profiler knew it, aligned across ranks."),
+    Column(
+        "start_ns",
+        _I64,
+        "ns",
+        "Absolute start time, nanoseconds since the Unix epoch when the profiler knew it, aligned across ranks.",
+    ),
     Column("dur_ns", _I64, "ns", "Duration; 0 for instants, flows and metadata."),
     Column("parent_id", _I64, "id", "Innermost enclosing host span on the same thread (call tree); null at the top."),
     Column("correlation_id", _I64, "id", "Runtime correlation id shared by a launch and the device work it launched."),
-    Column("external_id", _I64, "id", "Kineto External id: shared by a framework op, the runtime calls inside it and their device work."),
-    Column("launch_id", _I64, "id", "For device events: event_id of the runtime call that launched it (null when the launch is not in the trace)."),
-    Column("op_id", _I64, "id", "For device events, runtime calls and memory events: event_id of the framework op (cpu_op) that issued it."),
-    Column("fwd_id", _I64, "id", "For backward ops and the ops nested in them: event_id of the forward op they differentiate."),
-    Column("step", _I32, "", "Profiler step number (from ProfilerStep#N) the event belongs to; device work takes its launch's step."),
-    Column("cycle", _I32, "", "Schedule cycle (0-based) the event was recorded in; 0 for a single capture or an import."),
+    Column(
+        "external_id",
+        _I64,
+        "id",
+        "Kineto External id: shared by a framework op, the runtime calls inside it and their device work.",
+    ),
+    Column(
+        "launch_id",
+        _I64,
+        "id",
+        "For device events: event_id of the runtime call that launched it (null when the launch is not in the trace).",
+    ),
+    Column(
+        "op_id",
+        _I64,
+        "id",
+        "For device events, runtime calls and memory events: event_id of the framework op (cpu_op) that issued it.",
+    ),
+    Column(
+        "fwd_id",
+        _I64,
+        "id",
+        "For backward ops and the ops nested in them: event_id of the forward op they differentiate.",
+    ),
+    Column(
+        "step",
+        _I32,
+        "",
+        "Profiler step number (from ProfilerStep#N) the event belongs to; device work takes its launch's step.",
+    ),
+    Column(
+        "cycle", _I32, "", "Schedule cycle (0-based) the event was recorded in; 0 for a single capture or an import."
+    ),
     Column("sequence_nr", _I64, "id", "Autograd sequence number (shared by a forward op and its backward node)."),
     Column("src_file", _DSTR, "path", "User source file responsible for the event (see src_precision)."),
-    Column("src_line", _I32, "line", "Line in src_file: the calling line, or the def line when src_precision is 'function'."),
+    Column(
+        "src_line",
+        _I32,
+        "line",
+        "Line in src_file: the calling line, or the def line when src_precision is 'function'.",
+    ),
     Column("src_func", _DSTR, "", "User function containing src_line."),
-    Column("src_module", _DSTR, "", "nn.Module path the event ran under, e.g. 'Sequential_0.Linear_1' (innermost last)."),
-    Column("src_precision", _DSTR, "", "How exact the attribution is: line, function, launch (inherited from the launching op), forward (backward op, from its forward op), null (none)."),
-    Column("input_shapes", _STR, "json", "Operator input shapes as JSON (`Input Dims`), when recorded with record_shapes."),
-    Column("input_types", _STR, "json", "Operator input dtypes as JSON (`Input type`), when recorded with record_shapes."),
-    Column("flops", _I64, "flop", "Floating-point operations of the op, when the profiler estimated them (with_flops)."),
-    Column("bytes", _I64, "bytes", "Bytes moved by a memcpy/memset or a collective's message size; allocation size (negative = free) on memory events."),
+    Column(
+        "src_module", _DSTR, "", "nn.Module path the event ran under, e.g. 'Sequential_0.Linear_1' (innermost last)."
+    ),
+    Column(
+        "src_precision",
+        _DSTR,
+        "",
+        "How exact the attribution is: line, function, launch (inherited from the launching op), forward (backward op, from its forward op), null (none).",
+    ),
+    Column(
+        "input_shapes", _STR, "json", "Operator input shapes as JSON (`Input Dims`), when recorded with record_shapes."
+    ),
+    Column(
+        "input_types", _STR, "json", "Operator input dtypes as JSON (`Input type`), when recorded with record_shapes."
+    ),
+    Column(
+        "flops", _I64, "flop", "Floating-point operations of the op, when the profiler estimated them (with_flops)."
+    ),
+    Column(
+        "bytes",
+        _I64,
+        "bytes",
+        "Bytes moved by a memcpy/memset or a collective's message size; allocation size (negative = free) on memory events.",
+    ),
     Column("bandwidth_gbps", _F64, "GB/s", "Achieved bandwidth of a memcpy/memset as recorded by the profiler."),
-    Column("memcpy_kind", _DSTR, "", "Copy direction and memory of a memcpy: HtoD, DtoH, DtoD, HtoH, PtoP, with '(Pageable)' or '(Pinned)' when known."),
+    Column(
+        "memcpy_kind",
+        _DSTR,
+        "",
+        "Copy direction and memory of a memcpy: HtoD, DtoH, DtoD, HtoH, PtoP, with '(Pageable)' or '(Pinned)' when known.",
+    ),
     Column("grid", _SHAPE, "blocks", "Kernel grid dimensions [x, y, z]."),
     Column("block", _SHAPE, "threads", "Kernel block dimensions [x, y, z]."),
     Column("registers_per_thread", _I32, "registers", "Registers per thread of a kernel."),
@@ -115,15 +205,39 @@ COLUMNS: tuple[Column, ...] = (
     Column("blocks_per_sm", _F64, "blocks", "Blocks per SM of a kernel as recorded by CUPTI."),
     Column("warps_per_sm", _F64, "warps", "Warps per SM of a kernel as recorded by CUPTI."),
     Column("occupancy_pct", _F64, "%", "Estimated achieved occupancy of a kernel, 0-100."),
-    Column("mem_total_allocated_bytes", _I64, "bytes", "Memory events: total allocated on the device after this event."),
-    Column("mem_total_reserved_bytes", _I64, "bytes", "Memory events: total reserved by the caching allocator after this event."),
+    Column(
+        "mem_total_allocated_bytes", _I64, "bytes", "Memory events: total allocated on the device after this event."
+    ),
+    Column(
+        "mem_total_reserved_bytes",
+        _I64,
+        "bytes",
+        "Memory events: total reserved by the caching allocator after this event.",
+    ),
     Column("mem_addr", _I64, "address", "Memory events: address of the block."),
     Column("graph_id", _I64, "id", "CUDA graph id of a kernel replayed from a graph."),
-    Column("flow_id", _I64, "id", "The event's own `id` field: for flow endpoints the flow id (ac2g: the correlation id; fwdbwd: pairs s and f)."),
-    Column("collective_name", _DSTR, "", "Collective operation name (allreduce, all_gather, ...), from NCCL/record_param_comms args."),
+    Column(
+        "flow_id",
+        _I64,
+        "id",
+        "The event's own `id` field: for flow endpoints the flow id (ac2g: the correlation id; fwdbwd: pairs s and f).",
+    ),
+    Column(
+        "collective_name",
+        _DSTR,
+        "",
+        "Collective operation name (allreduce, all_gather, ...), from NCCL/record_param_comms args.",
+    ),
     Column("group_size", _I32, "ranks", "Size of the process group of a collective."),
-    Column("args", _STR, "json", "Every argument the profiler recorded, as lossless JSON text exactly as in the source."),
-    Column("extra", _STR, "json", "Top-level event fields other than the standard ones (id, bp, s, ...), as JSON; null when none."),
+    Column(
+        "args", _STR, "json", "Every argument the profiler recorded, as lossless JSON text exactly as in the source."
+    ),
+    Column(
+        "extra",
+        _STR,
+        "json",
+        "Top-level event fields other than the standard ones (id, bp, s, ...), as JSON; null when none.",
+    ),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)

@@ -45,20 +45,24 @@ def describe(trace: Trace) -> dict[str, Any]:
     attributable = df[df["kind"].isin([*HOST_SPAN_KINDS, *DEVICE_KINDS]) & (df["kind"] != Kind.PYTHON)]
     ops = df[df["kind"] == Kind.CPU_OP]
     source = {
-        "events": int(len(attributable)),
+        "events": len(attributable),
         "with_source": int(attributable["src_line"].notna().sum()),
-        "ops": int(len(ops)),
+        "ops": len(ops),
         "ops_with_source": int(ops["src_line"].notna().sum()),
         "ops_exact_line": int((ops["src_precision"].astype(str) == "line").sum()),
         "device_events_with_source": int(dev["src_line"].notna().sum()),
-        "by_precision": {str(k): int(v) for k, v in attributable["src_precision"].astype(str).value_counts().items() if k not in ("None", "nan")},
+        "by_precision": {
+            str(k): int(v)
+            for k, v in attributable["src_precision"].astype(str).value_counts().items()
+            if k not in ("None", "nan")
+        },
     }
     return {
         "path": str(trace.path) if trace.path else trace.metadata.get("source_file"),
         "source_file": trace.metadata.get("source_file"),
         "schema_version": trace.metadata.get("schema_version"),
         "collector": trace.metadata.get("collector"),
-        "events": int(len(df)),
+        "events": len(df),
         "ranks": sorted(int(r) for r in df["rank"].dropna().unique()),
         "world_size": trace.metadata.get("world_size"),
         "rank_known": trace.metadata.get("rank_known", True),
@@ -99,7 +103,9 @@ def link_coverage(trace: Trace) -> dict[str, Any]:
     e = trace.events
     kind = pc.cast(e["kind"], pa.string())
     dev_mask = pc.is_in(kind, value_set=pa.array(list(DEVICE_KINDS)))
-    dev = e.filter(dev_mask).select(["rank", "start_ns", "launch_id", "op_id", "graph_id", "correlation_id"]).to_pandas()
+    dev = (
+        e.filter(dev_mask).select(["rank", "start_ns", "launch_id", "op_id", "graph_id", "correlation_id"]).to_pandas()
+    )
     rt = e.filter(pc.equal(kind, Kind.RUNTIME)).select(["rank", "start_ns"]).to_pandas()
     bwd = e.filter(pc.equal(kind, Kind.CPU_OP)).select(["name", "fwd_id"]).to_pandas()
     n = len(dev)

@@ -82,7 +82,17 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing file", "truncated gz", "invalid json", "json not a trace", "empty trace", "empty file", "events missing fields", "parquet not a trace", "newer schema"],
+    [
+        "missing file",
+        "truncated gz",
+        "invalid json",
+        "json not a trace",
+        "empty trace",
+        "empty file",
+        "events missing fields",
+        "parquet not a trace",
+        "newer schema",
+    ],
 )
 @pytest.mark.parametrize("command", ["convert", "info"])
 def test_bad_input_gets_one_clear_line_and_no_output(case: str, command: str, tmp_path: Path) -> None:
@@ -99,3 +109,13 @@ def test_bad_input_gets_one_clear_line_and_no_output(case: str, command: str, tm
     assert "Traceback" not in r.stderr
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.parquet")]
+
+
+def test_command_summaries_match_their_module_docstrings() -> None:
+    import importlib
+
+    from neuron_explorer.cli import COMMANDS
+
+    for name, (module_name, summary) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        assert summary == (module.__doc__ or "").strip().splitlines()[0], name

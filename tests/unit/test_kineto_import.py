@@ -79,8 +79,16 @@ _DEVICE_CATEGORIES = ("kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", 
 
 def _device_reference(doc: dict) -> tuple[list[dict], dict[int, dict], dict[int, dict]]:
     events = doc["traceEvents"]
-    runtime = {e["args"]["correlation"]: e for e in events if str(e.get("cat", "")).lower().endswith(("runtime", "driver")) and "correlation" in e.get("args", {})}
-    ops = {e["args"]["External id"]: e for e in events if e.get("cat") in ("cpu_op", "Operator") and "External id" in e.get("args", {})}
+    runtime = {
+        e["args"]["correlation"]: e
+        for e in events
+        if str(e.get("cat", "")).lower().endswith(("runtime", "driver")) and "correlation" in e.get("args", {})
+    }
+    ops = {
+        e["args"]["External id"]: e
+        for e in events
+        if e.get("cat") in ("cpu_op", "Operator") and "External id" in e.get("args", {})
+    }
     device = [e for e in events if e.get("cat") in _DEVICE_CATEGORIES]
     return device, runtime, ops
 
@@ -90,7 +98,9 @@ def test_device_work_links_to_its_launch_and_op_exactly_when_the_trace_has_them(
     doc = read_json(path)
     device, runtime, ops = _device_reference(doc)
     trace = ne.load(path)
-    df = trace.to_pandas(columns=["event_id", "kind", "category", "name", "correlation_id", "external_id", "launch_id", "op_id"])
+    df = trace.to_pandas(
+        columns=["event_id", "kind", "category", "name", "correlation_id", "external_id", "launch_id", "op_id"]
+    )
     by_id = df.set_index("event_id")
     dev = df[df["category"].isin(_DEVICE_CATEGORIES)]
     assert len(dev) == len(device)
@@ -111,7 +121,9 @@ def test_device_work_links_to_its_launch_and_op_exactly_when_the_trace_has_them(
 
 def test_backward_ops_link_to_their_forward_op_and_inherit_its_source() -> None:
     trace = ne.load(KINETO / "local" / "cpu_mlp_step4.json")
-    df = trace.to_pandas(columns=["event_id", "kind", "name", "fwd_id", "src_file", "src_func", "src_precision"]).set_index("event_id")
+    df = trace.to_pandas(
+        columns=["event_id", "kind", "name", "fwd_id", "src_file", "src_func", "src_precision"]
+    ).set_index("event_id")
     nodes = df[df["name"].astype(str).str.fullmatch(r"\w+Backward\d+")]
     assert len(nodes) > 0 and nodes["fwd_id"].notna().all()
     fwd = df.loc[nodes["fwd_id"].astype(int)]
@@ -136,7 +148,7 @@ def test_steps_come_from_profiler_step_annotations() -> None:
     steps = trace.steps(columns=["name", "step", "start_ns", "dur_ns"])
     assert sorted(steps["step"].tolist()) == [2, 3]
     ops = trace.ops(columns=["step", "start_ns"])
-    first, second = steps.sort_values("step").itertuples()
+    first, _second = steps.sort_values("step").itertuples()
     inside = ops[(ops["start_ns"] >= first.start_ns) & (ops["start_ns"] < first.start_ns + first.dur_ns)]
     assert (inside["step"] == 2).all()
 
@@ -145,7 +157,9 @@ def test_hip_trace_reads_as_hip_and_old_categories_as_kernels() -> None:
     amd = ne.load(KINETO / "hta" / "amd_mi250.json.gz")
     kinds = amd.to_pandas(columns=["kind", "device_type"])
     assert set(kinds.loc[kinds["kind"] == "kernel", "device_type"].astype(str)) == {"hip"}
-    old = ne.load(KINETO / "hta" / "old_categories_inference_rank_1.json.gz").to_pandas(columns=["kind", "category", "launch_id"])
+    old = ne.load(KINETO / "hta" / "old_categories_inference_rank_1.json.gz").to_pandas(
+        columns=["kind", "category", "launch_id"]
+    )
     assert set(old.loc[old["category"] == "Kernel", "kind"].astype(str)) == {"kernel"}
     assert set(old.loc[old["category"] == "Runtime", "kind"].astype(str)) == {"runtime"}
     assert old.loc[old["kind"] == "kernel", "launch_id"].notna().all()
@@ -192,7 +206,9 @@ def test_metadata_after_trace_events_and_missing_rank_are_handled(tmp_path: Path
     b = ne.load(path)
     # json.dump re-spaces the args text; everything else is identical.
     assert b.events.drop_columns(["args"]).equals(a.events.drop_columns(["args"]))
-    assert [json.loads(x) if x else x for x in b.events["args"].to_pylist()] == [json.loads(x) if x else x for x in a.events["args"].to_pylist()]
+    assert [json.loads(x) if x else x for x in b.events["args"].to_pylist()] == [
+        json.loads(x) if x else x for x in a.events["args"].to_pylist()
+    ]
     assert b.metadata["base_time_ns"] == doc["baseTimeNanoseconds"]
     assert b.metadata["rank"] == 0 and b.metadata["rank_known"] is False
 

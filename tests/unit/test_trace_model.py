@@ -40,7 +40,9 @@ def test_parquet_is_zstd_with_dictionary_strings(small_trace: ne.Trace, tmp_path
     assert "RLE_DICTIONARY" in col.encodings or "PLAIN_DICTIONARY" in col.encodings
 
 
-def test_failed_write_leaves_no_file_behind(small_trace: ne.Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_write_leaves_no_file_behind(
+    small_trace: ne.Trace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def boom(*args, **kwargs):
         raise OSError("No space left on device")
 
@@ -80,12 +82,12 @@ def test_plain_parquet_is_not_mistaken_for_a_trace(tmp_path: Path) -> None:
 def test_truncated_parquet_is_reported(small_trace: ne.Trace, tmp_path: Path) -> None:
     path = small_trace.write(tmp_path / "t.parquet")
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    with pytest.raises(TraceFormatError, match="t.parquet"):
+    with pytest.raises(TraceFormatError, match=r"t\.parquet"):
         ne.load(path)
 
 
 def test_missing_path_is_reported() -> None:
-    with pytest.raises(TraceNotFoundError, match="nope.parquet"):
+    with pytest.raises(TraceNotFoundError, match=r"nope\.parquet"):
         ne.load("nope.parquet")
 
 
