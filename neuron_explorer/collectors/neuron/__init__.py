@@ -1,0 +1,173 @@
+"""Neuron (Trainium / Inferentia) profiles: import, and join with a framework trace.
+
+Public API:
+
+- ``import_neuron_profile(path) -> Trace``: a Neuron Explorer Parquet export directory, a legacy
+  ``neuron-profile`` JSON file, or a directory of those (one per NeuronCore, optionally with a
+  ``system_profile.json``).
+- ``join_device_profile(trace, path) -> Trace``: the framework trace (torch.profiler) with the
+  device profile aligned to its clock and linked to the ops that launched it
+  (``neuron-explorer convert --device-profile DIR``).
+- ``join_inspect_output_dir(trace, directory) -> Trace``: the same for the exports found under
+  ``NEURON_RT_INSPECT_OUTPUT_DIR`` (used by ``record`` / ``profile()``).
+
+Formats, field mappings, units and assumptions: docs/neuron.md.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from neuron_explorer.collectors.neuron.align import Alignment, align
+from neuron_explorer.collectors.neuron.events import profile_metadata, profile_rows, trace_metadata
+from neuron_explorer.collectors.neuron.legacy_json import (
+    is_device_json,
+    is_system_json,
+    load_json,
+    read_legacy_json,
+    read_system_json,
+)
+from neuron_explorer.collectors.neuron.model import DeviceProfile, NeuronProfileWarning
+from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export, read_parquet_export
+from neuron_explorer.collectors.normalize import RawEvents, build_trace
+from neuron_explorer.trace.errors import CollectorError, TraceFormatError, TraceNotFoundError
+from neuron_explorer.trace.model import Trace
+
+__all__ = [
+    "DeviceProfile",
+    "NeuronProfileWarning",
+    "build_device_trace",
+    "find_device_profiles",
+    "import_neuron_profile",
+    "is_neuron_profile",
+    "join_device_profile",
+    "join_inspect_output_dir",
+    "read_device_profile",
+]
+
+_RAW_SUFFIXES = (".ntff", ".neff", ".pb")
+
+
+def is_neuron_profile(path: str | Path) -> bool:
+    """True for a Parquet export directory or a directory/file holding neuron-profile JSON."""
+    p = Path(path)
+    if is_parquet_export(p):
+        return True
+    if p.is_dir():
+        return any(is_parquet_export(d) for d in p.iterdir() if d.is_dir()) or any(
+            f.suffix == ".json" for f in p.iterdir()
+        )
+    return False
+
+
+def find_device_profiles(root: str | Path) -> list[Path]:
+    """Parquet export directories and device JSON files at or below ``root`` (sorted)."""
+    root = Path(root)
+    if is_parquet_export(root):
+        return [root]
+    if root.is_file():
+        return [root]
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        d = Path(dirpath)
+        if is_parquet_export(d):
+            found.append(d)
+            dirnames.clear()
+            continue
+        found.extend(d / f for f in filenames if f.endswith((".json", ".json.gz")))
+    return sorted(found)
+
+
+def read_device_profile(path: str | Path) -> list[DeviceProfile]:
+    """Every device profile at ``path``, with a sibling ``system_profile.json`` attached."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceNotFoundError("no such file or directory", path)
+    profiles: list[DeviceProfile] = []
+    system = None
+    for item in find_device_profiles(path):
+        if item.is_dir():
+            profiles.append(read_parquet_export(item))
+            continue
+        obj = load_json(item)
+        if is_system_json(obj) and not is_device_json(obj):
+            system = read_system_json(item, obj)
+        elif is_device_json(obj):
+            profiles.append(read_legacy_json(item, obj))
+        elif item == path:
+            raise TraceFormatError("JSON, but neither a neuron-profile export nor a system profile", item)
+    if not profiles:
+        raws = [p.name for p in path.rglob("*") if p.suffix in _RAW_SUFFIXES] if path.is_dir() else []
+        hint = (
+            f" (found raw capture files such as {raws[0]}: export them first with "
+            "`neuron-explorer view ... --output-format parquet`)" if raws else ""
+        )
+        raise TraceFormatError(f"no Neuron device profile (Parquet export or neuron-profile JSON) here{hint}", path)
+    if system is not None:
+        import pandas as pd
+
+        for p in profiles:
+            if not len(p.system):
+                p.system = system
+            else:
+                p.system = pd.concat([p.system, system], ignore_index=True)
+    _distinct_devices(profiles)
+    return profiles
+
+
+def _distinct_devices(profiles: list[DeviceProfile]) -> None:
+    seen: set[int] = set()
+    for i, p in enumerate(profiles):
+        if p.device in seen:
+            p.device = max(seen) + 1
+            p.warn(f"NeuronCore index repeats another profile's; numbered {p.device} (profile {i})")
+        seen.add(p.device)
+
+
+def build_device_trace(profiles: list[DeviceProfile], alignments: list[Alignment] | None = None) -> Trace:
+    """A trace of device profiles alone (times on the host clock where an alignment allows)."""
+    alignments = alignments or [align(p) for p in profiles]
+    parts: list[RawEvents] = []
+    streams = []
+    for p, a in zip(profiles, alignments):
+        rows, s = profile_rows(p, a)
+        parts.extend(rows)
+        streams.extend(s)
+    neuron = profile_metadata(profiles, alignments, streams)
+    meta = trace_metadata(profiles, neuron)
+    if not parts:
+        raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
+    raw = RawEvents.concat(parts)
+    return build_trace(raw, meta, source=profiles[0].source)
+
+
+def import_neuron_profile(path: str | Path) -> Trace:
+    """Import a Neuron device (and system) profile as a trace of its own."""
+    return build_device_trace(read_device_profile(path))
+
+
+def join_device_profile(trace: Trace, path: str | Path, max_gap_ns: int | None = None) -> Trace:
+    """The framework ``trace`` with the Neuron device profile at ``path`` aligned and linked."""
+    from neuron_explorer.collectors.neuron.join import DEFAULT_MAX_GAP_NS, join_profiles
+
+    return join_profiles(trace, read_device_profile(path), Path(path), max_gap_ns or DEFAULT_MAX_GAP_NS)
+
+
+def join_inspect_output_dir(trace: Trace, directory: str | Path | None = None) -> Trace:
+    """Join the device profiles exported under ``NEURON_RT_INSPECT_OUTPUT_DIR``.
+
+    The runtime writes raw ``.ntff``/``.pb`` files there; only AWS's ``neuron-explorer`` reads
+    those, so this joins the Parquet/JSON exports found in that tree and raises
+    ``CollectorError`` (saying how to export) when there are none.
+    """
+    directory = directory or os.environ.get("NEURON_RT_INSPECT_OUTPUT_DIR")
+    if not directory:
+        raise CollectorError("NEURON_RT_INSPECT_OUTPUT_DIR is not set: no Neuron device profile to join")
+    root = Path(directory)
+    try:
+        return join_device_profile(trace, root)
+    except TraceNotFoundError:
+        raise CollectorError("the Neuron inspect output directory does not exist", root) from None
+    except TraceFormatError as exc:
+        raise CollectorError(exc.message, exc.path or root) from None

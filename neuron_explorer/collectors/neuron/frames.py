@@ -1,0 +1,181 @@
+"""Normalizing Neuron tables into the ``DeviceProfile`` columns, shared by both readers.
+
+Each reader renames its format's fields to ours (see ``INSTRUCTION_FIELDS`` and friends in the
+readers); these functions then fill defaults, derive engines, memory locations, spill flags
+and source lines, and keep every original field as JSON text for the ``args`` column.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_engine
+from neuron_explorer.collectors.source_map import UserCode
+
+_MEMORY_TOKENS = {"SB": "SBUF", "SBUF": "SBUF", "STATEBUFFER": "SBUF", "PSUM": "PSUM", "HOST": "HOST"}
+_SPILL = re.compile(r"spill|reload", re.I)
+_LOCATION = re.compile(r"^\s*\[?\s*['\"]?(?P<file>[^'\":\[\]]+?):(?P<line>\d+)")
+
+
+def records_json(df: pd.DataFrame) -> np.ndarray:
+    """Every row as JSON text (lossless args), in one vectorized call."""
+    if not len(df):
+        return np.zeros(0, dtype=object)
+    text = df.to_json(orient="records", lines=True, date_format="iso", default_handler=str)
+    return np.asarray(text.rstrip("\n").split("\n"), dtype=object)
+
+
+def ensure(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
+    for name, default in columns.items():
+        if name not in df.columns:
+            df[name] = default
+    return df
+
+
+def _int64(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """int64 values (exact, even for Unix ns that float64 would round) and a validity mask."""
+    if pd.api.types.is_integer_dtype(series.dtype) and not pd.api.types.is_extension_array_dtype(series.dtype):
+        return series.to_numpy(np.int64), np.ones(len(series), bool)
+    num = pd.to_numeric(series, errors="coerce")
+    if pd.api.types.is_integer_dtype(num.dtype):  # nullable Int64
+        valid = num.notna().to_numpy()
+        return num.fillna(0).to_numpy(np.int64), valid
+    valid = num.notna().to_numpy()
+    return np.rint(num.fillna(0).to_numpy(np.float64)).astype(np.int64), valid
+
+
+def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
+    """``start_ns``/``dur_ns`` (int64, start relative to ``origin``) from whichever of start,
+    end and duration the table has."""
+    start, _ = _int64(df["start_ns"])
+    dur, has_dur = _int64(df["dur_ns"]) if "dur_ns" in df else (np.zeros(len(df), np.int64), np.zeros(len(df), bool))
+    if "end_ns" in df:
+        end, has_end = _int64(df["end_ns"])
+        dur = np.where(has_dur, dur, np.where(has_end, end - start, 0))
+    df["start_ns"] = start - np.int64(origin)
+    df["dur_ns"] = np.maximum(dur, 0)
+    return df
+
+
+def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+    df = ensure(df, {
+        "engine": None, "track": None, "pcore": 0, "opcode": "", "operands": None, "hlo_name": None, "layer": None,
+        "inst_id": -1, "pc": -1, "bir_id": None, "raw_flops": np.nan, "adjusted_flops": np.nan,
+        "flops_transpose": np.nan, "instruction_type": None, "src_file": None, "src_line": -1, "src_func": None,
+        "source_location": None,
+    })
+    engine_src = df["engine"].where(df["engine"].notna(), df["track"])
+    cats = engine_src.astype("category")
+    mapping = {c: canonical_engine(c) for c in cats.cat.categories}
+    df["engine"] = cats.map(mapping).astype(object)
+    unknown = sorted({str(c) for c, m in mapping.items() if m is None})
+    if unknown:
+        profile.warn(f"instructions on unknown engines {unknown} are kept on the Sync queue")
+        df["engine"] = df["engine"].where(df["engine"].notna(), "Sync")
+    df["engine"] = df["engine"].fillna("Sync")
+    df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
+    itype = df["instruction_type"].astype(str).str.upper()
+    ft = pd.to_numeric(df["flops_transpose"], errors="coerce")
+    df["is_transpose"] = itype.str.contains("TRANSPOSE", na=False) | (ft.fillna(0) > 0)
+    df["opcode"] = df["opcode"].fillna("").astype(str)
+    # A source location string ("file.py:42") is the fallback when no StackFrame resolved.
+    need = (pd.to_numeric(df["src_line"], errors="coerce").fillna(-1) < 0) & df["source_location"].notna()
+    if need.any():
+        parsed = df.loc[need, "source_location"].astype(str).str.extract(_LOCATION)
+        ok = parsed["line"].notna()
+        idx = parsed.index[ok]
+        df.loc[idx, "src_file"] = parsed.loc[ok, "file"].str.strip()
+        df.loc[idx, "src_line"] = parsed.loc[ok, "line"].astype(int)
+    df["src_line"] = pd.to_numeric(df["src_line"], errors="coerce").fillna(-1).astype(np.int64)
+    return df
+
+
+def memory_location(values: pd.Series) -> pd.Series:
+    """``[["WEIGHT"]]``, ``["SB"]``, ``"[SB]"`` -> HBM / SBUF / PSUM / HOST (device DRAM is HBM)."""
+    text = values.astype(object).where(values.notna(), "").astype(str).str.upper().str.replace(r"[\[\]'\"\s]", "", regex=True).str.split(",").str[0]
+    cats = text.astype("category")
+    mapping = {c: _MEMORY_TOKENS.get(c, "HBM" if c and c not in ("NAN", "NONE") else None) for c in cats.cat.categories}
+    return cats.map(mapping).astype(object)
+
+
+def finish_dmas(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+    df = ensure(df, {
+        "queue": None, "queue_type": None, "engine_idx": -1, "pcore": 0, "bytes": np.nan, "read_bytes": np.nan,
+        "write_bytes": np.nan, "source": None, "dest": None, "variable": None, "throughput": np.nan, "is_cc": False,
+    })
+    b = pd.to_numeric(df["bytes"], errors="coerce")
+    for alt in ("write_bytes", "read_bytes"):
+        b = b.where(b.notna(), pd.to_numeric(df[alt], errors="coerce"))
+    df["bytes"] = b
+    df["queue"] = df["queue"].where(df["queue"].notna(), "dma_queue_" + df["engine_idx"].astype(str)).astype(str)
+    df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
+    df["src_mem"] = memory_location(df["source"])
+    df["dst_mem"] = memory_location(df["dest"])
+    df["is_spill"] = df["queue"].str.contains(_SPILL, na=False) | df["variable"].astype(str).str.contains(_SPILL, na=False)
+    df["is_cc"] = df["is_cc"].fillna(False).astype(bool)
+    return df
+
+
+def finish_ccops(df: pd.DataFrame) -> pd.DataFrame:
+    df = ensure(df, {"operation": "collective", "algorithm": None, "stream": 0, "bytes": np.nan, "input_size": np.nan, "output_size": np.nan})
+    size = np.fmax(pd.to_numeric(df["input_size"], errors="coerce"), pd.to_numeric(df["output_size"], errors="coerce"))
+    df["bytes"] = pd.to_numeric(df["bytes"], errors="coerce").where(lambda s: s.notna(), size)
+    df["stream"] = pd.to_numeric(df["stream"], errors="coerce").fillna(0).astype(np.int64)
+    df["operation"] = df["operation"].fillna("collective").astype(str)
+    return df
+
+
+def resolve_stack_frames(
+    frame_ids: pd.Series,
+    frames: pd.DataFrame,
+    locations: pd.DataFrame,
+    files: pd.DataFrame,
+    functions: pd.DataFrame,
+    user_code: UserCode | None = None,
+) -> pd.DataFrame:
+    """src_file / src_line / src_func of each instruction from its ``stack_frame_ids``.
+
+    The first id listed is taken as the instruction's call stack leaf (fused instructions list
+    several; we keep the first). From the leaf we walk ``parent_frame_id`` up to the first frame
+    in user code, so the line is the user's, not torch's; without a user frame, the leaf.
+    """
+    user_code = user_code or UserCode.default()
+    first = frame_ids.astype(str).str.extract(r"(\d+)")[0]
+    fr = pd.DataFrame({
+        "id": frames["id"].astype(str),
+        "parent": frames["parent_frame_id"].astype(str),
+        "file_location_id": frames["file_location_id"].astype(str),
+    })
+    fname = dict(zip(files["id"].astype(str), files["name"].astype(str)))
+    func = dict(zip(functions["id"].astype(str), functions["name"].astype(str)))
+    loc = pd.DataFrame({
+        "file_location_id": locations["id"].astype(str),
+        "file": locations["file_name_id"].astype(str).map(fname),
+        "func": locations["function_name_id"].astype(str).map(func),
+        "line_number": pd.to_numeric(locations["line_number"], errors="coerce"),
+    })
+    fr = fr.merge(loc, on="file_location_id", how="left")
+    # Frame tables are small (distinct frames, not events): one pass per frame is cheap.
+    info = {r.id: (r.file, r.line_number, r.func, r.parent) for r in fr.itertuples(index=False)}
+    chosen: dict[str, tuple[Any, Any, Any]] = {}
+    for fid in first.dropna().unique():
+        cur, hops, pick = fid, 0, None
+        while cur in info and hops < 256:
+            f, line, fn, parent = info[cur]
+            if pick is None:
+                pick = (f, line, fn)
+            if isinstance(f, str) and user_code.is_user(f):
+                pick = (f, line, fn)
+                break
+            cur, hops = parent, hops + 1
+        if pick is not None:
+            chosen[fid] = pick
+    table = pd.DataFrame.from_dict(chosen, orient="index", columns=["src_file", "src_line", "src_func"])
+    out = table.reindex(first.to_numpy())
+    out.index = frame_ids.index
+    out["src_line"] = pd.to_numeric(out["src_line"], errors="coerce").fillna(-1).astype(np.int64)
+    return out

@@ -1,0 +1,200 @@
+"""The in-memory Neuron device profile both importers produce, and its vocabulary.
+
+``DeviceProfile`` holds the tables we use, already normalized: device-relative nanoseconds,
+canonical engine names, resolved source lines, and the summary metrics converted to the units
+our trace uses (``_ns``, ``_pct`` as 0-100, ``_bytes``). The Parquet-export and legacy-JSON
+readers fill it; ``events.py`` turns it into trace rows and ``join.py`` aligns it with a
+framework trace. Every assumption about the AWS formats is listed in docs/neuron.md.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Compute engines, in the order of their queue (``stream``) numbers 0-4.
+ENGINES: tuple[str, ...] = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
+ENGINE_STREAM: dict[str, int] = {e: i for i, e in enumerate(ENGINES)}
+#: Every spelling seen for an engine: Parquet ``engine`` ("tensor"), legacy ``label`` tracks
+#: ("TensorMatrix") and the hardware names (PE, DVE, ACT, POOL, SP).
+_ENGINE_ALIASES: dict[str, str] = {
+    "tensor": "Tensor", "tensormatrix": "Tensor", "pe": "Tensor", "pe_array": "Tensor",
+    "vector": "Vector", "dve": "Vector",
+    "scalar": "Scalar", "act": "Scalar", "activation": "Scalar",
+    "gpsimd": "GpSimd", "pool": "GpSimd", "gp_simd": "GpSimd",
+    "sync": "Sync", "sp": "Sync",
+}
+#: Queue numbers: engines 0-4, DMA queues from 100, collective streams from 900; a physical
+#: core (``pcore_idx``, LNC2) adds ``PCORE_STRIDE`` so its queues never collide.
+DMA_STREAM_BASE = 100
+CC_STREAM_BASE = 900
+PCORE_STRIDE = 10_000
+
+#: Parquet-export schema majors this importer was written against (7.4.0 at SDK 2.31 through
+#: 12.0.1 at SDK 2.33). Newer majors are read by field name with a warning.
+KNOWN_SCHEMA_MAJORS = range(1, 13)
+
+
+class NeuronProfileWarning(UserWarning):
+    """A Neuron profile was imported with something missing or guessed; the text says what."""
+
+
+def canonical_engine(name: Any) -> str | None:
+    if name is None or (isinstance(name, float) and name != name):
+        return None
+    key = re.sub(r"[\s\-]", "", str(name)).lower()
+    return _ENGINE_ALIASES.get(key) or _ENGINE_ALIASES.get(re.sub(r"\d+$", "", key))
+
+
+@dataclass
+class DeviceProfile:
+    """One NeuronCore's device profile (and the system profile, when exported with it).
+
+    Times in ``instructions``, ``dmas``, ``ccops`` and ``executions`` are device-relative ns
+    (0 = the profile's first hardware timestamp); ``system`` times are host-clock Unix ns.
+    """
+
+    source: Path
+    format: str  # "parquet" | "json"
+    schema_version: str | None = None
+    instructions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    dmas: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ccops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    system: pd.DataFrame = field(default_factory=pd.DataFrame)
+    executions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    summary_raw: dict[str, Any] = field(default_factory=dict)
+    metadata_raw: dict[str, Any] = field(default_factory=dict)
+    #: Unix ns of device-relative 0 when the export says (Metadata ``first_ts``), else None.
+    wall_origin_ns: int | None = None
+    span_ns: int | None = None
+    device: int = 0
+    dma_granularity: str = "transfer"  # "transfer" (aggregated) | "packet"
+    warnings: list[str] = field(default_factory=list)
+    unknown_columns: dict[str, list[str]] = field(default_factory=dict)
+    tables: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        """Record a degradation: kept in the trace metadata and raised as a Python warning."""
+        text = f"{self.source}: {message}"
+        self.warnings.append(message)
+        warnings.warn(text, NeuronProfileWarning, stacklevel=3)
+
+
+# ------------------------------------------------------------------------------ summary units
+#: Summary fields in seconds (converted to ``<name>_ns``); every ``*_percent`` field becomes
+#: ``*_pct`` on a 0-100 scale; ``*_bytes``/``*_count``/``*_flops`` keep their value.
+def normalize_summary(raw: dict[str, Any], profile: DeviceProfile | None = None) -> dict[str, Any]:
+    """Summary metrics with our units: seconds -> ``_ns``, 0-1 fractions -> ``_pct`` (0-100).
+
+    Real exports write every ``*_percent`` field as a 0-1 fraction despite the name. A file
+    whose percent fields hold a value above 1 is taken to be on a 0-100 scale already (and
+    a warning says so), so a future fix upstream does not silently inflate ours 100x.
+    """
+    numeric = {k: v for k, v in raw.items() if _is_number(v)}
+    percents = {k: float(v) for k, v in numeric.items() if k.endswith("_percent")}
+    scale = 100.0
+    if percents and max(percents.values()) > 1.0 + 1e-9:
+        scale = 1.0
+        if profile is not None:
+            profile.warn(
+                "Summary *_percent fields hold values above 1, so they are read as 0-100 "
+                "percentages rather than the 0-1 fractions seen in real exports"
+            )
+    out: dict[str, Any] = {}
+    for k, v in numeric.items():
+        if k.endswith("_percent"):
+            out[k[: -len("_percent")] + "_pct"] = float(v) * scale
+        elif k in _SECONDS_FIELDS or (k.endswith("_time") and isinstance(v, float)):
+            out[k + "_ns"] = round(float(v) * 1e9)
+        else:
+            out[k] = v.item() if hasattr(v, "item") else v
+    return out
+
+
+_SECONDS_FIELDS = frozenset(
+    {"total_time", "dma_active_time", "static_dma_active_time", "dma_packet_time", "dma_transfer_time",
+     "software_dynamic_dma_active_time", "hardware_dynamic_dma_active_time", "cc_op_time", "cc_op_active_time",
+     "cc_cores_instruction_time", "cc_cores_instruction_active_time", "total_exec_time", "total_active_time",
+     "activate_instruction_time"}
+    | {f"{e}_engine_{m}" for e in ("tensor", "vector", "scalar", "sync", "gpsimd") for m in ("active_time", "instruction_time")}
+)
+
+
+def _is_number(v: Any) -> bool:
+    if isinstance(v, bool) or v is None:
+        return False
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return not (isinstance(v, (float, np.floating)) and v != v)
+    return False
+
+
+def derived_metrics(profile: DeviceProfile) -> dict[str, Any]:
+    """Metrics computed from the event tables, used where the Summary lacks them.
+
+    Same names and units as ``normalize_summary`` output so rules read one dict.
+    """
+    ins, dma = profile.instructions, profile.dmas
+    out: dict[str, Any] = {}
+    span = profile.span_ns
+    if span is None:
+        ends = [int((df["start_ns"] + df["dur_ns"]).max()) for df in (ins, dma, profile.ccops) if len(df)]
+        span = max(ends) if ends else None
+    if span:
+        out["total_time_ns"] = int(span)
+    if len(ins):
+        for engine in ENGINES:
+            rows = ins[ins["engine"] == engine]
+            key = engine.lower()
+            out[f"{key}_engine_instruction_count"] = len(rows)
+            active = union_ns(rows["start_ns"].to_numpy(), (rows["start_ns"] + rows["dur_ns"]).to_numpy())
+            out[f"{key}_engine_active_time_ns"] = active
+            if span:
+                out[f"{key}_engine_active_time_pct"] = 100.0 * active / span
+        for col in ("hbm_read_bytes", "hbm_write_bytes", "spill_save_bytes", "spill_reload_bytes", "sbuf_read_bytes", "sbuf_write_bytes"):
+            if col in ins and ins[col].notna().any():
+                out[col] = int(ins[col].fillna(0).sum())
+        if "raw_flops" in ins and ins["raw_flops"].notna().any():
+            out["hardware_flops"] = int(ins["raw_flops"].fillna(0).sum())
+        if "flops_transpose" in ins and ins["flops_transpose"].notna().any():
+            out["transpose_flops"] = int(ins["flops_transpose"].fillna(0).sum())
+    if len(dma):
+        active = union_ns(dma["start_ns"].to_numpy(), (dma["start_ns"] + dma["dur_ns"]).to_numpy())
+        out["dma_active_time_ns"] = active
+        if span:
+            out["dma_active_time_pct"] = 100.0 * active / span
+        out["dma_transfer_count"] = len(dma)
+        out["dma_transfer_total_bytes"] = int(dma["bytes"].fillna(0).sum())
+        out["dma_transfer_average_bytes"] = float(dma["bytes"].fillna(0).mean())
+        # DMA-side HBM traffic: what the Summary's hbm_* fields count.
+        if "hbm_read_bytes" not in out and "src_mem" in dma:
+            out["hbm_read_bytes"] = int(dma.loc[dma["src_mem"] == "HBM", "bytes"].fillna(0).sum())
+            out["hbm_write_bytes"] = int(dma.loc[dma["dst_mem"] == "HBM", "bytes"].fillna(0).sum())
+        if "spill_reload_bytes" not in out and "is_spill" in dma:
+            reload = dma["is_spill"] & (dma["dst_mem"] == "SBUF")
+            out["spill_reload_bytes"] = int(dma.loc[reload, "bytes"].fillna(0).sum())
+    if len(profile.ccops):
+        cc = profile.ccops
+        out["cc_op_count"] = len(cc)
+        out["cc_op_active_time_ns"] = union_ns(cc["start_ns"].to_numpy(), (cc["start_ns"] + cc["dur_ns"]).to_numpy())
+    return out
+
+
+def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length of the union of intervals (vectorized: sort, running max of ends)."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, np.int64)[order]
+    e = np.asarray(ends, np.int64)[order]
+    run_end = np.maximum.accumulate(e)
+    prev_end = np.concatenate([[s[0]], run_end[:-1]])
+    # Each interval contributes the part past everything before it.
+    contrib = np.clip(e - np.maximum(s, prev_end), 0, None)
+    contrib[0] = e[0] - s[0]
+    return int(contrib.sum())
