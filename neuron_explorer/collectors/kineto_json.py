@@ -10,7 +10,6 @@ proportional to the output columns, not to the JSON. Everything after decoding i
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import os
@@ -23,6 +22,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from neuron_explorer.collectors.normalize import RawEvents, build_trace, masked_array
@@ -391,32 +391,37 @@ def _int_or_label(values: list[Any], null_default: bool = False) -> tuple[pa.Arr
 
 
 def _extras(events: list[_Event], pid_x: list[Any] | None, tid_x: list[Any] | None, id_x: list[Any] | None) -> pa.Array:
-    """JSON text of the non-standard top-level fields of each event (null when none)."""
-    rows: set[int] = set()
-    for f in _EXTRA_FIELDS:
-        rows.update(i for i, v in enumerate(map(attrgetter(f), events)) if v is not None)
-    for x in (pid_x, tid_x, id_x):
-        if x is not None:
-            rows.update(i for i, v in enumerate(x) if v is not None)
-    if not rows:
-        return pa.nulls(len(events), pa.string())
-    out: list[str | None] = [None] * len(events)
-    memo: dict[tuple[Any, ...], str] = {}
+    """JSON text of the non-standard top-level fields of each event (null when none).
+
+    Built column-wise: each field's ``"key": value`` fragment comes from encoding its distinct
+    values once, and the fragments are joined by Arrow, not per event in Python.
+    """
+    n = len(events)
+    fragments: list[pa.Array] = []
+    sources = [(f, list(map(attrgetter(f), events))) for f in _EXTRA_FIELDS]
+    sources += [(k, x) for k, x in (("pid", pid_x), ("tid", tid_x), ("id", id_x)) if x is not None]
     enc = msgspec.json.encode
-    for i in rows:
-        e = events[i]
-        fields = (e.bp, e.s, e.cname, e.tts, *tuple(x[i] if x is not None else None for x in (pid_x, tid_x, id_x)))
-        try:
-            text = memo.get(fields)
-        except TypeError:  # an unhashable value (a list): encode it once, uncached
-            text = None
-        if text is None:
-            d = {f: v for f, v in zip((*_EXTRA_FIELDS, "pid", "tid", "id"), fields) if v is not None}
-            text = enc(d).decode()
-            with contextlib.suppress(TypeError):
-                memo[fields] = text
-        out[i] = text
-    return pa.array(out, pa.string())
+    for key, values in sources:
+        arr = _loose_array(values)
+        if arr.null_count == n:
+            continue
+        if not (pa.types.is_string(arr.type) or pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
+            arr = pa.array([None if v is None else enc(v).decode() for v in values], pa.string())
+            prefix = f'"{key}": '
+            fragments.append(pc.binary_join_element_wise(prefix, arr, ""))
+            continue
+        encoded = pc.dictionary_encode(arr)
+        words = pa.array([f'"{key}": ' + enc(v).decode() for v in encoded.dictionary.to_pylist()], pa.string())
+        fragments.append(words.take(encoded.indices))
+    if not fragments:
+        return pa.nulls(n, pa.string())
+    # Each present fragment is prefixed with ", ", the row joined, and the first ", " cut off.
+    # (null_handling="skip" would be simpler but drops all-null rows in pyarrow 26.)
+    prefixed = [pc.binary_join_element_wise(", ", f, "") for f in fragments]
+    body = pc.binary_join_element_wise(*prefixed, "", null_handling="replace", null_replacement="")
+    body = pc.utf8_slice_codeunits(body, 2)
+    empty = pc.equal(body, "")
+    return pc.if_else(empty, pa.scalar(None, pa.string()), pc.binary_join_element_wise("{", body, "}", ""))
 
 
 def _raw_to_string_array(raws: list[msgspec.Raw]) -> pa.Array:
@@ -450,7 +455,7 @@ def _parse_ts(raws: list[msgspec.Raw]) -> np.ndarray:
             convert_options=pcsv.ConvertOptions(column_types={"ts": pa.decimal128(32, 6)}),
         )
         col = table["ts"].combine_chunks()
-        ns = pa.compute.multiply(col, pa.scalar(1000, pa.decimal128(4, 0)))
+        ns = pc.multiply(col, pa.scalar(1000, pa.decimal128(4, 0)))
         values = ns.cast(pa.decimal128(38, 0)).cast(pa.int64())
         out = values.to_numpy(zero_copy_only=False)
         if len(out) == n:
@@ -501,7 +506,7 @@ def _typed_args(raws: list[msgspec.Raw]) -> dict[str, pa.Array]:
         out[field] = _scatter(_loose_array(values), present, n)
     old = out.pop("external_id_old", None)
     if old is not None:
-        out["external_id"] = old if "external_id" not in out else pa.compute.coalesce(out["external_id"], old)
+        out["external_id"] = old if "external_id" not in out else pc.coalesce(out["external_id"], old)
     return out
 
 
