@@ -1,0 +1,243 @@
+"""torch.profiler's in-memory results -> ``RawEvents`` -> ``Trace``, with no JSON in between.
+
+Two sources, read once each:
+
+- ``kineto_results.trace_activities()``: the records torch would write to JSON (ops,
+  annotations, allocations, runtime calls, kernels, memcpys; integer ns, correlation and flow
+  ids, args as a JSON fragment). Read column by column (``map`` over the pybind getters).
+  Python calls are skipped here: the event tree gives them more cheaply and with more detail.
+- ``kineto_results.experimental_event_tree()`` (``capture_tree``): exact calling lines.
+
+Rows look exactly like the Kineto JSON import's (same categories, phases, args keys, fwdbwd and
+ac2g flow endpoints), so ``build_trace`` resolves kinds, links, steps and inheritance the same
+way for both; the exact lines travel in ``RawEvents.src``.
+"""
+
+from __future__ import annotations
+
+import os
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neuron_explorer.collectors.capture_tree import FileResolver, TreeSources, walk_tree
+from neuron_explorer.collectors.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array
+from neuron_explorer.collectors.normalize import RawEvents, build_trace
+from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.trace.model import Trace
+
+_PY_CAT = "python_function"
+#: Activity types whose correlation id is a framework op's own id (the tree's TorchOp ids).
+_OP_TYPES = ("cpu_op", "user_annotation")
+_INSTANT_TYPES = ("cpu_instant_event",)
+#: Kineto link types (ActivityType.h: kLinkFwdBwd = 1, kLinkAsyncCpuGpu = 2).
+_FLOW_CAT = {1: "fwdbwd", 2: "ac2g"}
+
+
+def convert_results(
+    results: Any,
+    metadata: dict[str, Any],
+    user_code: UserCode | None = None,
+    search_path: list[str] | None = None,
+    cycle: int = 0,
+) -> Trace:
+    """Convert one profiler cycle's ``kineto_results`` into a ``Trace``."""
+    user_code = user_code or UserCode.default()
+    raw = results_to_raw(results, FileResolver(user_code, search_path))
+    raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
+    return build_trace(raw, metadata, user_code=user_code)
+
+
+def results_to_raw(results: Any, resolve: FileResolver) -> RawEvents:
+    from torch._C._autograd import _ITraceActivity as A
+
+    acts = results.trace_activities()
+    types = _strings(A.type, acts)
+    keep = [i for i, t in enumerate(types) if t != _PY_CAT]
+    sub = [acts[i] for i in keep] if len(keep) != len(acts) else acts
+    types = [types[i] for i in keep] if len(keep) != len(types) else types
+    tree = walk_tree(results.experimental_event_tree(), resolve)
+    return _assemble(sub, types, tree)
+
+
+def _ints(getter: Any, items: list[Any]) -> np.ndarray:
+    return np.fromiter(map(getter, items), np.int64, len(items))
+
+
+#: Stands in for a name torch can no longer read (see ``_strings``).
+UNREADABLE = "<unreadable: code object freed during profiling>"
+
+
+def _strings(getter: Any, items: list[Any]) -> list[str]:
+    """``getter`` over ``items``, in one C-level pass when every value decodes.
+
+    torch's Python tracer keeps borrowed pointers to code objects' file and function names; a
+    code object freed while profiling (the top-level code of a module imported mid-run) leaves
+    garbage behind, which pybind fails to decode. Those values become ``UNREADABLE`` instead of
+    failing the whole capture (torch's own ``key_averages()`` raises on them)."""
+    try:
+        return list(map(getter, items))
+    except UnicodeDecodeError:
+        out = []
+        for item in items:
+            try:
+                out.append(getter(item))
+            except UnicodeDecodeError:
+                out.append(UNREADABLE)
+        return out
+
+
+def _assemble(acts: list[Any], types: list[str], tree: TreeSources) -> RawEvents:
+    from torch._C._autograd import _ITraceActivity as A
+
+    n_act = len(acts)
+    names = _strings(A.name, acts)
+    start = _ints(A.timestamp, acts)
+    dur = _ints(A.duration, acts)
+    pid = _ints(A.device_id, acts)
+    tid = _ints(A.resource_id, acts)
+    corr = _ints(A.correlation_id, acts)
+    linked = _ints(A.linked_correlation_id, acts)
+    flow_id = _ints(A.flow_id, acts)
+    meta = _strings(A.metadata_json, acts)
+
+    cat_arr = pa.array(types, pa.string())
+    is_op = np.asarray(pc.is_in(cat_arr, pa.array(_OP_TYPES)).to_numpy(zero_copy_only=False), bool) if n_act else np.zeros(0, bool)
+    is_instant = np.asarray(pc.is_in(cat_arr, pa.array(_INSTANT_TYPES)).to_numpy(zero_copy_only=False), bool) if n_act else np.zeros(0, bool)
+
+    # args: {"External id": <linked op id, else own id>, <metadata>} as Kineto writes it
+    ext = np.where(linked != 0, linked, corr)
+    ext_text = pc.binary_join_element_wise('"External id": ', pa.array(ext, mask=corr == 0).cast(pa.string()), "")
+    meta_arr = pa.array(meta, pa.string())
+    meta_arr = pc.if_else(pc.equal(pc.utf8_length(meta_arr), 0), pa.scalar(None, pa.string()), meta_arr)
+    meta_arr = pc.if_else(pc.equal(meta_arr, UNREADABLE), pa.scalar(None, pa.string()), meta_arr)
+    body = pc.binary_join_element_wise(ext_text, meta_arr, ", ", null_handling="skip")
+    args = pc.binary_join_element_wise("{", body, "}", "")
+
+    # Exact sources: ops by correlation id, allocations by time.
+    src_act = np.zeros(n_act, np.int64)
+    if tree.op_corr:
+        src_act = np.where(is_op, _lookup(corr, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64)), 0)
+    if tree.alloc_start:
+        at = _lookup(start, np.asarray(tree.alloc_start, np.int64), np.asarray(tree.alloc_src, np.int64))
+        src_act = np.where(is_instant, at, src_act)
+    src_act = np.maximum(src_act, 0)
+
+    # Python calls, from the tree; their threads mapped to system thread ids through the ops.
+    py = _python_rows(tree, corr[is_op], tid[is_op], pid)
+
+    # Flow endpoints (fwdbwd: forward op -> backward node; ac2g: launch -> device work).
+    flow_rows = np.nonzero(flow_id != 0)[0]
+    flow_type = _ints(A.flow_type, [acts[i] for i in flow_rows.tolist()]) if flow_rows.size else np.zeros(0, np.int64)
+    flow_start = np.fromiter(map(A.flow_start, [acts[i] for i in flow_rows.tolist()]), bool, flow_rows.size)
+    flow_ok = np.isin(flow_type, list(_FLOW_CAT))
+    flow_rows, flow_type, flow_start = flow_rows[flow_ok], flow_type[flow_ok], flow_start[flow_ok]
+    nf = flow_rows.size
+
+    ph_act = np.where(is_instant, "i", "X").astype(object)
+    extra_act = pa.array(np.where(is_instant, '{"s": "t"}', None).astype(object), pa.string())
+
+    n = n_act + py["n"] + nf
+    raw = RawEvents(
+        n=n,
+        ph=pa.array(np.concatenate([ph_act, np.full(py["n"], "X", object), np.where(flow_start, "s", "f").astype(object)]), pa.string()),
+        cat=pa.concat_arrays([cat_arr, pa.array([_PY_CAT] * py["n"], pa.string()), pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string())]),
+        name=pa.concat_arrays([pa.array(names, pa.string()), py["name"], pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string())]),
+        pid=pa.array(np.concatenate([pid, py["pid"], pid[flow_rows]])),
+        tid=pa.array(np.concatenate([tid, py["tid"], tid[flow_rows]])),
+        start_ns=np.concatenate([start, py["start"], start[flow_rows]]),
+        dur_ns=np.concatenate([dur, py["dur"], np.zeros(nf, np.int64)]),
+        flow_id=pa.array(np.concatenate([np.zeros(n_act + py["n"], np.int64), flow_id[flow_rows]]),
+                         mask=np.concatenate([np.ones(n_act + py["n"], bool), np.zeros(nf, bool)])),
+        args=pa.concat_arrays([args, py["args"], pa.nulls(nf, pa.string())]),
+        extra=pa.concat_arrays([extra_act, pa.nulls(py["n"], pa.string()),
+                                pa.array(np.where(flow_start, None, '{"bp": "e"}').astype(object), pa.string())]),
+        typed=_typed(args, n, n_act),
+        src=_src_columns(tree, np.concatenate([src_act, py["src"], np.zeros(nf, np.int64)])),
+    )
+    return raw
+
+
+def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray) -> np.ndarray:
+    """The value of the first table entry with each key, else -1."""
+    out = np.full(keys.size, -1, np.int64)
+    if table_keys.size == 0 or keys.size == 0:
+        return out
+    order = np.argsort(table_keys, kind="stable")
+    tk, tv = table_keys[order], table_vals[order]
+    first = np.ones(tk.size, bool)
+    first[1:] = tk[1:] != tk[:-1]
+    tk, tv = tk[first], tv[first]
+    pos = np.minimum(np.searchsorted(tk, keys), tk.size - 1)
+    hit = tk[pos] == keys
+    out[hit] = tv[pos[hit]]
+    return out
+
+
+def _python_rows(tree: TreeSources, op_corr: np.ndarray, op_sys_tid: np.ndarray, pid: np.ndarray) -> dict[str, Any]:
+    n = len(tree.py_name)
+    out: dict[str, Any] = {"n": n}
+    # profiler thread id -> system thread id, learned from ops seen both in the tree and as activities
+    tree_tid = np.asarray(tree.op_tid, np.int64)
+    sys_tid = _lookup(np.asarray(tree.op_corr, np.int64), op_corr, op_sys_tid)
+    known = sys_tid >= 0
+    mapping_keys, first = np.unique(tree_tid[known], return_index=True)
+    mapping_vals = sys_tid[known][first]
+    py_tid = np.asarray(tree.py_tid, np.int64)
+    mapped = _lookup(py_tid, mapping_keys, mapping_vals)
+    host_pid = int(np.bincount(pid - pid.min()).argmax() + pid.min()) if pid.size else os.getpid()
+    out["tid"] = np.where(mapped >= 0, mapped, py_tid)
+    out["pid"] = np.full(n, host_pid, np.int64)
+    start = np.asarray(tree.py_start, np.int64)
+    out["start"] = start
+    out["dur"] = np.maximum(np.asarray(tree.py_end, np.int64) - start, 0)
+    out["name"] = pa.array(tree.py_name, pa.string())
+    parent = pa.array(np.asarray(tree.py_parent, np.int64), mask=np.asarray(tree.py_parent, np.int64) < 0).cast(pa.string()).fill_null("null")
+    ids = pa.array(np.asarray(tree.py_id, np.int64)).cast(pa.string())
+    out["args"] = pc.binary_join_element_wise('{"Python parent id": ', parent, ', "Python id": ', ids, "}", "")
+    out["src"] = np.asarray(tree.py_src, np.int64)
+    return out
+
+
+def _typed(args: pa.Array, n: int, n_act: int) -> dict[str, pa.Array]:
+    """Decode the typed fields build_trace uses from the activities' args in one call."""
+    if n_act == 0:
+        return {}
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n_act], pa.int32()), args.fill_null("{}")), ",")[0].as_py()
+    blob = ("[" + joined + "]").encode()
+    fields = [f for f, key in _ARG_FIELDS.items() if b'"' + key.encode() + b'"' in blob]
+    if not fields:
+        return {}
+    decoded = _args_decoder.decode(blob)
+    pad = n - n_act
+    out: dict[str, pa.Array] = {}
+    for f in fields:
+        values = list(map(attrgetter(f), decoded))
+        if f in ("input_dims", "input_type"):
+            col = pa.array([bytes(v).decode("utf-8", "replace") if v else None for v in values], pa.string())
+        else:
+            col = _loose_array(values)
+        out[f] = pa.concat_arrays([col, pa.nulls(pad, col.type)]) if pad else col
+    return out
+
+
+def _src_columns(tree: TreeSources, idx: np.ndarray) -> dict[str, pa.Array]:
+    sources = tree.sources
+    files = pa.array([s[0] for s in sources], pa.string())
+    lines = np.array([s[1] for s in sources], np.int64)
+    funcs = pa.array([s[2] for s in sources], pa.string())
+    prec = pa.array([s[3] for s in sources], pa.string())
+    mods = pa.array([s[4] for s in sources], pa.string())
+    take = pa.array(idx)
+    line = lines[idx]
+    return {
+        "src_file": files.take(take),
+        "src_line": pa.array(line, pa.int64(), mask=line < 0),
+        "src_func": funcs.take(take),
+        "src_precision": prec.take(take),
+        "src_module": mods.take(take),
+    }
+

@@ -1,0 +1,213 @@
+"""Exact source lines from torch.profiler's in-memory event tree (``experimental_event_tree``).
+
+The tree holds every op, Python call and allocation of a capture, nested per thread. A Python
+call carries its ``caller`` (the frame and line that made the call) and, for Python functions,
+its ``callsite`` (the function's own file and def line). Walking the tree once, top down, each
+node inherits the attribution of its nearest Python ancestor that says something about user
+code:
+
+- a call whose *caller* is user code: the exact calling line (``line``), e.g. ``model(x)``;
+- a call *into* a user function, with no nearer call out of it: only the function is known
+  (``function``, def line), as for ``a @ b`` in that function's body (operator slots make no
+  Python call event);
+- inside ``autograd::engine::evaluate_function: XBackward0``: the line of the forward op with the
+  same autograd sequence number (``forward``), unless user code (a custom ``backward``) is
+  nearer.
+
+The walk also emits the Python calls themselves as rows (name, start, end, thread, caller
+line), so Python events need no second, costlier pass over ``trace_activities()``.
+
+This walk is the one per-node Python loop of the capture; each node costs a handful of
+attribute reads, memoised per file name.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.trace.schema import Precision
+
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+_MODULE_PREFIX = "nn.Module: "
+
+#: An attribution: (src_file, src_line, src_func, src_precision, src_module).
+Source = tuple[Any, int, Any, Any, Any]
+NO_SOURCE: Source = (None, -1, None, None, None)
+
+
+@dataclass
+class TreeSources:
+    """What the walk found, as parallel lists (columns), plus the interned attributions."""
+
+    sources: list[Source] = field(default_factory=lambda: [NO_SOURCE])
+    # TorchOp nodes: correlation id -> source index
+    op_corr: list[int] = field(default_factory=list)
+    op_src: list[int] = field(default_factory=list)
+    # Python calls (rows of their own)
+    py_name: list[str] = field(default_factory=list)
+    py_start: list[int] = field(default_factory=list)
+    py_end: list[int] = field(default_factory=list)
+    py_tid: list[int] = field(default_factory=list)
+    py_id: list[int] = field(default_factory=list)
+    py_parent: list[int] = field(default_factory=list)
+    py_src: list[int] = field(default_factory=list)
+    # Allocations: start time -> source index
+    alloc_start: list[int] = field(default_factory=list)
+    alloc_src: list[int] = field(default_factory=list)
+    # profiler thread id -> system thread id, learned from ops (see capture_convert)
+    op_tid: list[int] = field(default_factory=list)
+
+
+class FileResolver:
+    """Maps the profiler's file names to (absolute path, is user code), memoised.
+
+    The Python tracer writes paths relative to the ``sys.path`` entry they were found under
+    (``torch/nn/modules/module.py``, ``train.py``), so they are resolved back to absolute paths
+    before deciding what is user code.
+    """
+
+    def __init__(self, user_code: UserCode, search_path: list[str] | None = None) -> None:
+        self.user_code = user_code
+        self.search_path = [p or os.getcwd() for p in (search_path if search_path is not None else sys.path)]
+        self._memo: dict[str, tuple[str, bool]] = {}
+
+    def __call__(self, name: str) -> tuple[str, bool]:
+        hit = self._memo.get(name)
+        if hit is None:
+            path = self._absolute(name)
+            hit = (path, self.user_code.is_user(path))
+            self._memo[name] = hit
+        return hit
+
+    def _absolute(self, name: str) -> str:
+        if not name or name.startswith("<") or os.path.isabs(name):
+            return name
+        for base in self.search_path:
+            candidate = os.path.join(base, name)
+            if os.path.isfile(candidate):
+                return os.path.normpath(candidate)
+        return name
+
+
+def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
+    """Attribute every node of the event tree (see the module docstring)."""
+    from torch._C._profiler import (
+        _ExtraFields_Allocation,
+        _ExtraFields_PyCall,
+        _ExtraFields_PyCCall,
+        _ExtraFields_TorchOp,
+    )
+
+    # type(extra_fields) tells the node's kind: one pybind call instead of two (tag is costly)
+    TORCH_OP, PY_CALL, PY_CCALL, ALLOC = _ExtraFields_TorchOp, _ExtraFields_PyCall, _ExtraFields_PyCCall, _ExtraFields_Allocation
+    out = TreeSources()
+    interned: dict[Source, int] = {NO_SOURCE: 0}
+    sources = out.sources
+
+    def intern(src: Source) -> int:
+        idx = interned.get(src)
+        if idx is None:
+            idx = interned[src] = len(sources)
+            sources.append(src)
+        return idx
+
+    op_corr, op_src, op_tid = out.op_corr, out.op_src, out.op_tid
+    py_name, py_start, py_end, py_tid, py_id, py_parent, py_src = (
+        out.py_name, out.py_start, out.py_end, out.py_tid, out.py_id, out.py_parent, out.py_src,
+    )
+    alloc_start, alloc_src = out.alloc_start, out.alloc_src
+    fwd_by_seq: dict[int, int] = {}
+    deferred: list[tuple[Any, int, str | None, int]] = []
+    # stack entries: (node, inherited source index, module path, python parent id)
+    stack: list[tuple[Any, int, str | None, int]] = [(r, 0, None, -1) for r in reversed(roots)]
+    next_py_id = 1
+
+    def run(stack: list[tuple[Any, int, str | None, int]], in_backward: bool) -> None:
+        nonlocal next_py_id
+        pop, push = stack.pop, stack.append
+        while stack:
+            node, src, module, parent_py = pop()
+            try:
+                ef = node.extra_fields
+                tag = type(ef)
+                children = node.children
+                if tag is TORCH_OP:
+                    name = node.name
+                    if name.startswith(_BACKWARD_PREFIX) and not in_backward:
+                        deferred.append((node, src, module, parent_py))
+                        continue
+                    op_corr.append(node.correlation_id)
+                    op_src.append(src)
+                    op_tid.append(node.start_tid)
+                    if not in_backward:
+                        seq = ef.sequence_number
+                        if seq >= 0 and seq not in fwd_by_seq:
+                            fwd_by_seq[seq] = src
+                    own = src
+                elif tag is PY_CALL or tag is PY_CCALL:
+                    caller = ef.caller
+                    name = node.name
+                    cfile, cuser = resolve(caller.file_name)
+                    if cuser:
+                        own = intern((cfile, caller.line_number, caller.function_name, Precision.LINE, module))
+                    else:
+                        own = src
+                    if name.startswith(_MODULE_PREFIX):
+                        own_mod = name[len(_MODULE_PREFIX) :]
+                        module = f"{module}.{own_mod}" if module else own_mod
+                        if own:
+                            f, ln, fn, prec, _ = sources[own]
+                            own = intern((f, ln, fn, prec, module))
+                    inner = own
+                    if tag is PY_CALL:
+                        site = ef.callsite
+                        sfile, suser = resolve(site.file_name)
+                        if suser:  # inside a user function: only the function is known until a nearer call
+                            inner = intern((sfile, site.line_number, site.function_name, Precision.FUNCTION, module))
+                    pid_ = next_py_id
+                    next_py_id += 1
+                    py_name.append(name)
+                    py_start.append(node.start_time_ns)
+                    py_end.append(node.end_time_ns)
+                    py_tid.append(node.start_tid)
+                    py_id.append(pid_)
+                    py_parent.append(parent_py)
+                    py_src.append(own)
+                    for c in reversed(children):
+                        push((c, inner, module, pid_))
+                    continue
+                elif tag is ALLOC:
+                    alloc_start.append(node.start_time_ns)
+                    alloc_src.append(src)
+                    own = src
+                else:
+                    own = src
+                for c in reversed(children):
+                    push((c, own, module, parent_py))
+            except UnicodeDecodeError:
+                # A name torch can no longer read (a code object freed while profiling, see
+                # capture_convert.UNREADABLE): the node is dropped, its children keep the
+                # parent's attribution.
+                for c in reversed(node.children):
+                    push((c, src, module, parent_py))
+
+    run(stack, False)
+    # Backward subtrees: every op in them takes its forward op's line (and module).
+    for node, src, module, parent_py in deferred:
+        seq = node.extra_fields.sequence_number
+        fwd = fwd_by_seq.get(seq, -1) if seq >= 0 else -1
+        if fwd > 0:
+            f, ln, fn, _, fmod = sources[fwd]
+            start = intern((f, ln, fn, Precision.FORWARD, fmod))
+            module = fmod
+        else:
+            start = src
+        op_corr.append(node.correlation_id)
+        op_src.append(start)
+        op_tid.append(node.start_tid)
+        run([(c, start, module, parent_py) for c in reversed(node.children)], True)
+    return out

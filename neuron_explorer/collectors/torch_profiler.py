@@ -1,0 +1,344 @@
+"""``neuron_explorer.profile()``: torch.profiler.profile that also writes a Parquet trace.
+
+It *is* a ``torch.profiler.profile`` (a subclass), so ``step()``, ``key_averages()``,
+``export_chrome_trace()``, schedules and a user's own ``on_trace_ready`` work unchanged. What
+it adds:
+
+- defaults that serve users: every activity this torch build can record
+  (``supported_activities()``: CPU, CUDA, XPU, MTIA, HPU, PrivateUse1 such as ``neuron``),
+  ``record_shapes`` and ``with_stack`` on (``with_stack`` is what makes exact source lines);
+- each schedule cycle's in-memory results are converted (``capture_convert``) and written
+  atomically, one file per cycle (``capture_output``). Converting means reading torch's result
+  objects, which is only safe, and only stays out of the user's trace, while no profiler session
+  records: with ``background=True`` (default) a cycle that ends while more cycles follow is kept
+  and converted when the ``with`` block exits (or once ``max_pending`` cycles wait), so the
+  training loop is not held up at the cycle boundary; every trace is complete and on disk when
+  the ``with`` block exits. ``background=False`` converts at each cycle's end. (A worker thread
+  was tried and rejected: torch's Python tracer then records the converter's own calls, and
+  reading results while the next session records corrupted it in our tests.);
+- ``.trace`` / ``.path`` (the last cycle's), ``.traces`` / ``.paths`` (all), ``.errors``;
+- it never breaks the user's program: a profiler already running, a capture that recorded
+  nothing, a failed conversion or write are reported (a ``CaptureWarning`` by default,
+  ``on_error="raise"`` for a ``CollectorError``) and never replace the user's own exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.profiler
+
+from neuron_explorer import __version__
+from neuron_explorer.collectors.capture_convert import convert_results
+from neuron_explorer.collectors.capture_output import distributed_info, run_metadata, trace_path
+from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.trace.errors import CollectorError
+from neuron_explorer.trace.model import Trace
+
+OnError = Literal["warn", "raise", "ignore"]
+
+
+class CaptureWarning(UserWarning):
+    """A capture problem that did not stop the user's program (see ``profile.errors``)."""
+
+
+def profiler_running() -> bool:
+    """True when a torch profiler (Kineto or legacy) is recording in this process."""
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except AttributeError:  # pragma: no cover - very old torch
+        return bool(torch.autograd.profiler._profiler_enabled())
+
+
+class profile(torch.profiler.profile):
+    """torch.profiler.profile plus a Parquet trace per schedule cycle.
+
+    Takes every argument of ``torch.profiler.profile`` and:
+
+    output: a ``.parquet`` file or a run directory (``None``: keep the trace in memory only).
+    user_code: what counts as the user's code for source lines (default: everything outside
+        torch, the standard library, site-packages and ``NEURON_EXPLORER_EXCLUDE``).
+    background: convert cycles that end while more follow at the context's exit (default True).
+    max_pending: with background, how many finished cycles may wait before they are converted
+        at a cycle end anyway (bounds the memory they hold).
+    on_error: ``"warn"`` (default), ``"raise"`` (``CollectorError`` at exit, unless the user's
+        own exception is already propagating) or ``"ignore"`` (only ``.errors``).
+    """
+
+    def __init__(
+        self,
+        *,
+        activities: Iterable[Any] | None = None,
+        schedule: Callable[[int], Any] | None = None,
+        on_trace_ready: Callable[..., Any] | None = None,
+        record_shapes: bool = True,
+        profile_memory: bool = False,
+        with_stack: bool = True,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        output: str | Path | None = None,
+        user_code: UserCode | None = None,
+        background: bool = True,
+        max_pending: int = 4,
+        on_error: OnError = "warn",
+        **torch_kwargs: Any,
+    ) -> None:
+        if on_error not in ("warn", "raise", "ignore"):
+            raise ValueError(f"on_error must be 'warn', 'raise' or 'ignore', not {on_error!r}")
+        if activities is None:
+            activities = sorted(torch.profiler.supported_activities(), key=lambda a: int(a.value))
+        activities = list(activities)
+        self._init_args: dict[str, Any] = dict(
+            activities=activities, schedule=schedule, on_trace_ready=on_trace_ready, record_shapes=record_shapes,
+            profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
+            output=output, user_code=user_code, background=background, max_pending=max_pending, on_error=on_error, **torch_kwargs,
+        )
+        super().__init__(
+            activities=activities, schedule=schedule, on_trace_ready=on_trace_ready, record_shapes=record_shapes,
+            profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
+            **torch_kwargs,
+        )
+        self.output = Path(output) if output is not None else None
+        self.user_code = user_code or default_user_code()
+        self.background = background
+        self.max_pending = max_pending
+        self.on_error: OnError = on_error
+        self.trace: Trace | None = None
+        self.path: Path | None = None
+        self.traces: list[Trace] = []
+        self.paths: list[Path] = []
+        self.errors: list[str] = []
+        #: per cycle: events, seconds blocking the program, seconds converting and writing
+        self.timings: list[dict[str, Any]] = []
+        self._options = {
+            "activities": [_activity_name(a) for a in activities],
+            "record_shapes": record_shapes,
+            "profile_memory": profile_memory,
+            "with_stack": with_stack,
+            "with_flops": with_flops,
+            "with_modules": with_modules,
+            "schedule": schedule is not None,
+        }
+        self._cycle = 0
+        self._last_dist: dict[str, Any] | None = None
+        self._reported = 0
+        self._disabled = False
+        self._pending: list[functools.partial[None]] = []
+        self._closing = False
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ context and decorator
+    def __enter__(self) -> profile:
+        if profiler_running():
+            self._disabled = True
+            self._error(
+                "another torch profiler is already recording in this process, so this one would record "
+                "nothing; the code runs unprofiled. Stop the other profiler first (only one Kineto session "
+                "can run at a time)."
+            )
+            self._report(None)
+            return self
+        return super().__enter__()
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._disabled:
+            return None
+        self._closing = True  # the stop() below ends the last cycle: nothing records after it
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            self._closing = False
+            self._flush()
+        self._report(exc)
+        return None
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Use as a decorator: each call of ``func`` is profiled by a fresh profile with these
+        arguments; its results are copied onto this object."""
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            inner = type(self)(**self._init_args)
+            try:
+                with inner:
+                    return func(*args, **kwargs)
+            finally:
+                for name in ("trace", "path", "traces", "paths", "errors", "timings"):
+                    setattr(self, name, getattr(inner, name))
+
+        return wrapper
+
+    def step(self) -> None:
+        if not self._disabled:
+            self._note_distributed()
+            super().step()
+
+    def _note_distributed(self) -> None:
+        # A program often destroys its process group before the profile ends: remember it.
+        info = distributed_info()
+        if info is not None and info["source"] == "torch.distributed":
+            self._last_dist = info
+
+    # ------------------------------------------------------------------ cycle end
+    def _trace_ready(self) -> None:
+        """End of a schedule cycle: hand the cycle to the converter, then the user's handler."""
+        t0 = time.perf_counter()
+        try:
+            self._capture_cycle()
+        except Exception as exc:  # the user's program must go on
+            self._error(f"capture of cycle {self._cycle - 1} failed: {type(exc).__name__}: {exc}")
+        blocked = time.perf_counter() - t0
+        if self.timings and self.timings[-1].get("blocking_s") is None:
+            self.timings[-1]["blocking_s"] = blocked
+        super()._trace_ready()
+
+    def _capture_cycle(self) -> None:
+        results = getattr(self.profiler, "kineto_results", None) if self.profiler is not None else None
+        cycle = self._cycle
+        self._cycle += 1
+        timing: dict[str, Any] = {"cycle": cycle, "blocking_s": None}
+        self.timings.append(timing)
+        if results is None:
+            self._error(f"cycle {cycle}: the profiler returned no results")
+            return
+        self._note_distributed()
+        dist = self._last_dist or distributed_info()
+        rank = int(dist["rank"]) if dist else 0
+        world = int(dist["world_size"]) if dist else 1
+        meta = {
+            "collector": "torch_profiler",
+            "collector_version": __version__,
+            **run_metadata(),
+            "profiler_options": dict(self._options),
+            "distributed_info": dist,
+            "rank": rank,
+            "rank_known": dist is not None,
+            "world_size": world,
+            "cycle": cycle,
+            "trace_start_ns": int(results.trace_start_ns()),
+            "base_time_ns": None,
+            "trace_metadata": {},
+        }
+        path = trace_path(self.output, rank, world, cycle) if self.output is not None else None
+        job = functools.partial(self._convert, results, meta, path, cycle, list(sys.path), timing)
+        self._pending.append(job)
+        if not self.background or self._closing or len(self._pending) >= self.max_pending:
+            self._flush()
+
+    def _convert(
+        self, results: Any, meta: dict[str, Any], path: Path | None, cycle: int, search_path: list[str], timing: dict[str, Any]
+    ) -> None:
+        t0 = time.perf_counter()
+        try:
+            with _gc_paused():
+                trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle)
+        except Exception as exc:
+            if os.environ.get("NEURON_EXPLORER_DEBUG"):
+                traceback.print_exc()
+            self._error(f"cycle {cycle}: converting the profile failed: {type(exc).__name__}: {exc}")
+            return
+        timing["events"] = trace.num_events
+        timing["convert_s"] = time.perf_counter() - t0
+        if trace.num_events == 0:
+            self._error(
+                f"cycle {cycle} recorded no events; was another torch profiler started while this one was "
+                "running? (only one can record at a time)"
+            )
+            return
+        if path is not None:
+            t1 = time.perf_counter()
+            try:
+                trace.write(path)
+            except OSError as exc:
+                self._error(str(CollectorError(f"cannot write the trace ({exc.strerror or exc})", path)))
+                path = None
+            timing["write_s"] = time.perf_counter() - t1
+            if path is not None:
+                timing["path"] = str(path)
+        with self._lock:
+            self.traces.append(trace)
+            self.trace = trace
+            if path is not None:
+                self.paths.append(path)
+                self.path = path
+
+    def _flush(self) -> None:
+        """Convert and write every waiting cycle, oldest first (no session records now)."""
+        pending, self._pending = self._pending, []
+        for job in pending:
+            job()  # records its own errors
+
+    # ------------------------------------------------------------------ errors
+    def _error(self, message: str) -> None:
+        with self._lock:
+            self.errors.append(message)
+
+    def _report(self, user_exc: BaseException | None) -> None:
+        new = self.errors[self._reported :]
+        self._reported = len(self.errors)
+        if not new or self.on_error == "ignore":
+            return
+        text = "neuron_explorer.profile: " + "; ".join(new)
+        if user_exc is not None:
+            # The user's exception goes on unchanged; ours rides along as a note and a warning.
+            if hasattr(user_exc, "add_note"):
+                user_exc.add_note(text)
+            warnings.warn(text, CaptureWarning, stacklevel=3)
+        elif self.on_error == "raise":
+            raise CollectorError("; ".join(new), self.output)
+        else:
+            warnings.warn(text, CaptureWarning, stacklevel=3)
+
+
+#: The bundled examples are the user's code when they are what is profiled.
+EXAMPLES_INCLUDE = ("neuron_explorer/examples/",)
+
+
+def default_user_code(exclude: Iterable[str] = (), include: Iterable[str] = ()) -> UserCode:
+    """``UserCode.default`` plus the bundled examples, minus the launcher script running us
+    (``.venv/bin/neuron-explorer`` is outside site-packages but is not the user's code)."""
+    launcher = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    own = (launcher,) if os.path.basename(launcher) == "neuron-explorer" else ()
+    return UserCode.default((*own, *exclude), (*EXAMPLES_INCLUDE, *include))
+
+
+def _activity_name(activity: Any) -> str:
+    name = getattr(activity, "name", str(activity))
+    # A renamed PrivateUse1 backend shows up as an alias (e.g. NEURON): record the canonical name.
+    if int(getattr(activity, "value", -1)) == int(torch.profiler.ProfilerActivity.PrivateUse1.value):
+        return "PrivateUse1"
+    return str(name)
+
+
+_GC_LOCK = threading.Lock()
+_GC_STATE = {"depth": 0, "was_enabled": True}
+
+
+@contextmanager
+def _gc_paused() -> Any:
+    """Pause the cyclic GC while converting: the walk makes ~1e5 short-lived wrappers, and
+    generation-2 passes over them cost more than the conversion itself (measured 2.5x)."""
+    with _GC_LOCK:
+        if _GC_STATE["depth"] == 0:
+            _GC_STATE["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _GC_STATE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_STATE["depth"] -= 1
+            if _GC_STATE["depth"] == 0 and _GC_STATE["was_enabled"]:
+                gc.enable()
