@@ -2,4 +2,5 @@
 
 from neuron_explorer.cli import entry_point
 
-entry_point()
+if __name__ == "__main__":  # not when a multiprocessing "spawn" child re-imports __main__
+    entry_point()

@@ -9,10 +9,13 @@ separated substrings) adds more without code changes.
 from __future__ import annotations
 
 import os
-import re
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from neuron_explorer.trace.frames import LIBRARY_ROOTS, module_name, parse_python_frame
+
+__all__ = ["DEFAULT_EXCLUDE", "UserCode", "module_name", "parse_python_frame"]
 
 #: Substrings that mark library code in any path (also in traces recorded on other machines).
 DEFAULT_EXCLUDE: tuple[str, ...] = (
@@ -27,8 +30,6 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     "neuron_explorer/",
 )
 
-_PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
-_MODULE_PREFIX = "nn.Module: "
 
 
 @dataclass(frozen=True)
@@ -51,19 +52,6 @@ class UserCode:
         p = path.replace("\\", "/")
         if any(s in p for s in self.include):
             return True
-        if p.startswith("<"):
+        if p.startswith("<") or p.startswith(LIBRARY_ROOTS):  # relative to site-packages
             return False
         return not any(s in p for s in self.exclude)
-
-
-def parse_python_frame(name: str) -> tuple[str, int, str] | None:
-    """``"train.py(22): step"`` -> ``("train.py", 22, "step")``; None for other names."""
-    m = _PY_FRAME.match(name)
-    if m is None:
-        return None
-    return m.group("file"), int(m.group("line")), m.group("func")
-
-
-def module_name(name: str) -> str | None:
-    """``"nn.Module: Linear_1"`` -> ``"Linear_1"``; None for other names."""
-    return name[len(_MODULE_PREFIX) :] if name.startswith(_MODULE_PREFIX) else None

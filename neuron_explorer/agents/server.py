@@ -1,0 +1,303 @@
+"""The MCP server: the tools and resources an agent uses to analyze the served traces.
+
+``build_server`` wires the views (``agents.views``), the SQL sandbox (``agents.sql``) and the
+source access control (``agents.source``) into an ``MCPServer`` of the official ``mcp`` SDK.
+Tool descriptions are written for a model: what the tool returns, when to use it, the units.
+A user mistake (unknown trace, bad SQL, a path outside the roots) comes back as a tool error
+whose text says what to do instead; the server never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from neuron_explorer import __version__
+from neuron_explorer.agents import views
+from neuron_explorer.agents.catalog import TraceCatalog
+from neuron_explorer.agents.docs import DOCS, DocNotFoundError, doc_text
+from neuron_explorer.agents.source import SourceAccess, SourceAccessError
+from neuron_explorer.agents.sql import DEFAULT_TIMEOUT_S, MAX_ROWS, SqlSandbox
+from neuron_explorer.agents.tables import describe_tables, events_table, metrics_tables
+from neuron_explorer.trace.errors import NeuronExplorerError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+INSTRUCTIONS = """\
+Neuron Explorer serves profiler traces of PyTorch programs (GPU, Trainium, CPU) and their analysis.
+Start with trace_summary (the verdict and the costliest findings), then drill down: findings for
+the problems and their fixes, top_kernels / top_ops / top_source_lines for where time goes,
+step_breakdown for per-step time, source_context for the code behind a line, and schema + sql for
+any question the other tools do not answer. All times are integer nanoseconds (*_ns) unless a
+column says otherwise; shares are percent (*_pct). Quote numbers from the tools, not estimates."""
+
+TraceArg = Annotated[
+    str | None,
+    Field(description="Name of a served trace (see list_traces). May be omitted when the server serves one trace."),
+]
+
+
+def _errors_as_tool_errors(fn: F) -> F:
+    """A NeuronExplorerError is the caller's mistake: report its message as a tool error."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NeuronExplorerError as exc:
+            raise ToolError(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _SqlState:
+    """The SQL sandbox, built on the first ``sql``/``schema`` call (it needs every trace analyzed)."""
+
+    def __init__(self, catalog: TraceCatalog, timeout_s: float) -> None:
+        self.catalog = catalog
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._sandbox: SqlSandbox | None = None
+        self.tables: dict[str, Any] = {}
+        self.analysis_errors: dict[str, str] = {}
+
+    def sandbox(self) -> SqlSandbox:
+        with self._lock:
+            if self._sandbox is None:
+                tables = {"events": events_table(self.catalog)}
+                metrics, self.analysis_errors = metrics_tables(self.catalog)
+                tables.update(metrics)
+                self.tables = tables
+                self._sandbox = SqlSandbox(tables, timeout_s=self.timeout_s)
+            return self._sandbox
+
+
+def build_server(
+    catalog: TraceCatalog,
+    source_roots: Sequence[str | Path] | None = None,
+    sql_timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> MCPServer:
+    """An MCP server over the traces of ``catalog``; source code only from ``source_roots``."""
+    server: MCPServer = MCPServer(
+        "neuron-explorer", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
+    sources = SourceAccess(source_roots or [])
+    sql_state = _SqlState(catalog, sql_timeout_s)
+
+    def tool(title: str, note: str = "") -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            # One paragraph: models read the description as prose, not as an indented docstring.
+            description = " ".join(inspect.cleandoc(fn.__doc__ or "").split()) + note
+            server.add_tool(
+                _errors_as_tool_errors(fn),
+                title=title,
+                description=description,
+                annotations=READ_ONLY,
+                structured_output=True,
+            )
+            return fn
+
+        return register
+
+    @tool("List served traces")
+    def list_traces() -> dict[str, Any]:
+        """List the traces this server serves. Returns, per trace: name (pass it as `trace` to the
+        other tools), path, events (row count), ranks, world_size, device_types (cpu, cuda, hip,
+        neuron, ...), collector, and analyzed (whether the analysis is already computed). Also
+        returns the source roots source_context may read. Call it first when you do not know the
+        trace names."""
+        return {"traces": catalog.describe(), "source_roots": sources.roots}
+
+    @tool("Trace summary and verdict")
+    def trace_summary(trace: TraceArg = None) -> dict[str, Any]:
+        """Start here. The analyzers' verdict for one trace (one sentence: what bounds the run and
+        the top issue), its summary (wall_ns, num_steps, step_p50_ns, ranks, devices,
+        torch_version, and the share of wall time in compute / communication / memcpy /
+        host_exposed / idle as *_pct percent), step statistics, the three costliest findings
+        (rule_id, severity, title, cost_ns), the memory summary, and the trace's facts (events by
+        kind, devices and streams, steps, how many events carry source lines, link coverage).
+        Times are integer nanoseconds. The first call on a trace computes its analysis (about a
+        second per 200k events); later calls are instant."""
+        return views.trace_summary(catalog.get(trace))
+
+    @tool("Findings (problems, evidence, fixes)")
+    def findings(
+        trace: TraceArg = None,
+        min_severity: Annotated[str, Field(description="Lowest severity to return: info, warning or error.")] = "info",
+        rules: Annotated[
+            list[str] | None, Field(description="Only these rule ids (e.g. ['device_idle']); all when omitted.")
+        ] = None,
+        limit: Annotated[int, Field(description="Most findings to return (1-500).")] = 20,
+    ) -> dict[str, Any]:
+        """The problems the rules found in a trace, most costly first. Each finding has rule_id,
+        severity (info|warning|error), title, message, metrics (name -> {value, unit}), threshold
+        (the limit the rule used), cost_ns (estimated time lost, ns; the ranking key),
+        time_ranges ([start_ns, end_ns], absolute ns), event_ids (event_id values of the `events`
+        table, for sql), source_lines ({file, line, func, ns}: the responsible user code) and a
+        concrete recommendation. `skipped` lists rules that could not run and what they need
+        ("skipped: needs kernel events"). Rule meanings and thresholds: resource
+        neuron-explorer://docs/rules.md."""
+        return views.findings(catalog.get(trace), min_severity, rules, limit)
+
+    @tool("Top kernels by device time")
+    def top_kernels(
+        trace: TraceArg = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+        sort_by: Annotated[str, Field(description="Numeric column to sort by, descending.")] = "total_ns",
+        category: Annotated[
+            str | None,
+            Field(
+                description="Only this category: gemm, attention, conv, elementwise, reduction, communication, memory, other."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Device work (kernels, collectives, memcpy, memset) aggregated by kernel name: name,
+        category (gemm, attention, conv, elementwise, reduction, communication, memory, other),
+        device_type, count, total_ns, mean_ns, min_ns, max_ns (ns) and pct (percent of all device
+        time), plus the totals per category. Use it to see where device time goes and whether
+        GEMMs or small elementwise kernels dominate. total_rows says how many kernel names exist."""
+        return views.top_kernels(catalog.get(trace), limit, sort_by, category)
+
+    @tool("Top framework ops")
+    def top_ops(
+        trace: TraceArg = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+        sort_by: Annotated[
+            str, Field(description="device_ns (device cost), host_self_ns (CPU overhead), host_total_ns or count.")
+        ] = "device_ns",
+    ) -> dict[str, Any]:
+        """Framework operators (aten::mm, aten::copy_, custom ops) aggregated by name: count,
+        host_total_ns (inclusive host time), host_self_ns (host time minus child ops),
+        device_ns (device time of the kernels the op launched) and kernel_count. Sort by
+        device_ns to find the ops that cost device time, by host_self_ns for host overhead."""
+        return views.top_ops(catalog.get(trace), limit, sort_by)
+
+    @tool("Top source lines")
+    def top_source_lines(
+        trace: TraceArg = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+        sort_by: Annotated[
+            str, Field(description="device_ns, host_ns, kernel_count, alloc_bytes or event_count.")
+        ] = "device_ns",
+        file_contains: Annotated[
+            str | None, Field(description="Only lines whose src_file contains this text (e.g. 'train.py').")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Which line of the user's code costs the most: one row per source line (src_file,
+        src_line) with src_func, src_precision (line = the exact calling line; function = only the
+        function is known and src_line is its def line; launch / forward = inherited from the
+        launching op / the forward op), host_ns, device_ns (device time of the kernels launched
+        from it, ns), kernel_count, alloc_bytes and event_count. Follow up with
+        source_context(file, line) for the code and the kernels and ops behind a line."""
+        return views.top_source_lines(catalog.get(trace), limit, sort_by, file_contains)
+
+    @tool("Per-step time breakdown")
+    def step_breakdown(
+        trace: TraceArg = None,
+        rank: Annotated[int | None, Field(description="Only this distributed rank; all when omitted.")] = None,
+        limit: Annotated[int, Field(description="Most rows of each table to return (1-500).")] = 50,
+    ) -> dict[str, Any]:
+        """Step time and where it goes. `steps`: one row per rank and profiler step (start_ns,
+        dur_ns, is_warmup, is_outlier, ...); `step_stats`: mean, p50, p95 and outliers;
+        `breakdown`: per rank, step and device, wall_ns split into compute_ns, communication_ns,
+        memcpy_ns, memset_ns, host_exposed_ns (the device waits on host work) and idle_ns, with
+        *_pct shares; the parts sum to wall_ns. Use it for step variance, stragglers, warm-up."""
+        return views.step_breakdown(catalog.get(trace), rank, limit)
+
+    @tool("Source code around a line, with its cost")
+    def source_context(
+        file: Annotated[str, Field(description="The file as the trace records it (src_file), or an absolute path.")],
+        line: Annotated[int, Field(description="The line number (src_line), 1-based.")],
+        context: Annotated[int, Field(description="Lines to show before and after (0-200).")] = 10,
+        trace: TraceArg = None,
+    ) -> dict[str, Any]:
+        """The code around file:line and what the trace attributes to that line: `source_line`
+        (its row of top_source_lines: host_ns, device_ns, kernel_count, ...), `kernels` (device
+        work launched from the line, by name, with count and device_ns), `ops` (framework ops
+        called there, with host_ns) and `findings` that cite the line. The code is read only from
+        the server's source roots (see list_traces); for a file outside them, or not on this
+        machine, `code` is null and `code_error` says why, and the attribution is still given."""
+        if line < 1:
+            raise ToolError(f"line must be 1 or more, not {line}")
+        served = catalog.get(trace)
+        answer: dict[str, Any] = {"file": file, "line": line}
+        try:
+            answer["code"] = sources.context(file, line, context)
+            answer["code_error"] = None
+        except SourceAccessError as exc:
+            answer["code"], answer["code_error"] = None, str(exc)
+        try:
+            attribution = views.line_attribution(served, file, line)
+        except NeuronExplorerError as exc:
+            attribution = None
+            answer["attribution_error"] = str(exc)
+        answer["attribution"] = attribution
+        known = attribution is not None and (attribution["source_line"] or attribution["kernels"] or attribution["ops"])
+        if answer["code"] is None and not known:
+            # Neither code nor cost: nothing to show, so say plainly why rather than return an empty answer.
+            raise ToolError(f"{answer['code_error']}; and trace {served.name!r} attributes no event to {file}:{line}")
+        return answer
+
+    @tool("Tables and columns for SQL")
+    def schema(
+        table: Annotated[str | None, Field(description="Only this table (e.g. 'events'); all when omitted.")] = None,
+    ) -> dict[str, Any]:
+        """The tables the `sql` tool can query, what one row of each is, its row count, and every
+        column's type, unit and meaning. `events` is the trace itself (one row per event:
+        kind, name, start_ns, dur_ns, device, stream, src_file, src_line, links such as
+        launch_id and op_id, ...); the metrics tables (steps, breakdown, idle, kernels, ops,
+        source_lines, findings, ...) are the analyzers' results. Every table starts with a
+        `trace` column naming the served trace. Call it before writing SQL."""
+        sql_state.sandbox()
+        if table and table not in sql_state.tables:
+            raise ToolError(f"no table {table!r}; tables: {', '.join(sql_state.tables)}")
+        return {
+            "tables": describe_tables(sql_state.tables, [table] if table else None),
+            "analysis_errors": sql_state.analysis_errors,
+            "notes": [
+                "Times are integer nanoseconds (start_ns is absolute, since the Unix epoch); *_pct are percent 0-100.",
+                "String columns (kind, name, src_file, ...) compare as text: WHERE kind = 'kernel'.",
+                "Device work is kind IN ('kernel', 'collective', 'memcpy', 'memset'); host ops are kind = 'cpu_op'.",
+                "Join device work to its op with events.op_id = ops.event_id (same trace and rank).",
+            ],
+        }
+
+    @tool("Read-only SQL (DuckDB)", note=f" Time limit: {sql_timeout_s:g} s per query.")
+    def sql(
+        query: Annotated[str, Field(description="One DuckDB SELECT statement over the tables listed by `schema`.")],
+        max_rows: Annotated[int, Field(description=f"Most rows to return (1-{MAX_ROWS}).")] = MAX_ROWS,
+    ) -> dict[str, Any]:
+        """Run one read-only SQL SELECT (DuckDB dialect) over the served traces: the `events`
+        table and the metrics tables (call `schema` first for their columns, units and meanings).
+        Returns columns, their types, rows (as lists) and row_count. At most 5,000 rows come
+        back; when a query has more, truncated is true and you should aggregate (GROUP BY with
+        SUM/COUNT, ORDER BY ... LIMIT n) rather than read raw events. Queries run under a time
+        limit. Only SELECT/EXPLAIN are accepted: writes, ATTACH, COPY, INSTALL/LOAD, SET and any
+        file access (read_csv, read_parquet, ...) are refused. Example: SELECT name,
+        sum(dur_ns) AS total_ns FROM events WHERE kind = 'kernel' GROUP BY name ORDER BY total_ns
+        DESC LIMIT 10."""
+        return sql_state.sandbox().query(query, max_rows)
+
+    for doc, title in DOCS.items():
+        _add_doc_resource(server, doc, title)
+    return server
+
+
+def _add_doc_resource(server: MCPServer, name: str, title: str) -> None:
+    @server.resource(f"neuron-explorer://docs/{name}", name=name, title=title, mime_type="text/markdown")
+    def read_doc() -> str:
+        try:
+            return doc_text(name)
+        except DocNotFoundError as exc:
+            raise ResourceError(str(exc)) from None

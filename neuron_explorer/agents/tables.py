@@ -1,0 +1,152 @@
+"""The tables agents query: the events of every served trace and the analyzers' metrics tables.
+
+Each table gets a leading ``trace`` column (the served trace's name) so one SQL connection
+answers across traces. ``describe_tables`` is the self-description the ``schema`` tool
+returns: every table, every column, its type, unit and meaning. The metrics tables are the
+very tables ``neuron-explorer metrics`` writes to Parquet (``reports.metrics_parquet``), so SQL
+here and DuckDB over the exported files give the same answers. Column meanings come from
+their sources of truth: ``trace.schema.COLUMNS`` for events, ``analyzers.fields`` for metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from neuron_explorer.agents.catalog import TraceCatalog
+from neuron_explorer.trace.errors import NeuronExplorerError
+from neuron_explorer.trace.schema import COLUMNS
+
+#: What one row of each metrics table is (the tables `neuron-explorer metrics` writes, same columns).
+METRICS_TABLES: dict[str, str] = {
+    "steps": "One row per rank and profiler step: start_ns, end_ns, dur_ns, warm-up and outlier flags.",
+    "breakdown": "One row per rank, step and device: wall_ns split into compute, memcpy, memset, communication, "
+    "host_exposed and idle ns (+ *_pct); the parts sum to wall_ns.",
+    "temporal": "One row per rank and device over the whole trace: span, busy, idle and compute time (HTA's definitions).",
+    "idle": "One row per rank, device and stream: idle_ns split into host_wait_ns, kernel_wait_ns and other_ns.",
+    "kernels": "One row per kernel name: category, device_type, count, total/mean/min/max ns, pct of device time.",
+    "ops": "One row per framework op name: count, host_total_ns, host_self_ns, device_ns, kernel_count.",
+    "source_lines": "One row per user source line (src_file, src_line): host_ns, device_ns, kernel_count, alloc_bytes.",
+    "launches": "One row per rank and device: kernel launch duration, launch delay and queue depth statistics.",
+    "overlap": "One row per rank and device: communication time overlapped with compute, and exposed.",
+    "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
+    "threshold, time_ranges, event_ids and source_lines as JSON text.",
+    "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",
+}
+
+_TRACE_COLUMN = {
+    "name": "trace",
+    "type": "string",
+    "unit": "",
+    "description": "Name of the served trace the row belongs to.",
+}
+
+_SUFFIX_UNITS = (
+    ("_ns", "ns"), ("_pct", "%"), ("_bytes", "bytes"), ("_gbps", "GB/s"), ("_count", "count"), ("_id", "id"),
+    ("_ids", "id"),
+)  # fmt: skip
+
+
+def _with_trace(table: pa.Table, name: str) -> pa.Table:
+    trace_col = pa.DictionaryArray.from_arrays(pa.array([0] * table.num_rows, pa.int32()), pa.array([name]))
+    return table.add_column(0, "trace", trace_col)
+
+
+def events_table(catalog: TraceCatalog) -> pa.Table:
+    """Every served trace's events, one table, with a leading ``trace`` column (no copy of the columns)."""
+    parts = [_with_trace(s.trace.events, s.name) for s in catalog]
+    return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+
+
+def metrics_tables(catalog: TraceCatalog) -> tuple[dict[str, pa.Table], dict[str, str]]:
+    """The analyzers' tables of every served trace, exactly as ``neuron-explorer metrics`` writes
+    them, by name; and the traces whose analysis failed (with why)."""
+    from neuron_explorer.reports.metrics_parquet import fields_table
+    from neuron_explorer.reports.metrics_parquet import tables as analysis_tables
+
+    parts: dict[str, list[pa.Table]] = {}
+    errors: dict[str, str] = {}
+    for served in catalog:
+        try:
+            tabs = analysis_tables(served.analysis())
+        except Exception as exc:  # SQL over the events must outlive a failed analysis; say why it is missing
+            errors[served.name] = str(exc) if isinstance(exc, NeuronExplorerError) else f"{type(exc).__name__}: {exc}"
+            continue
+        tabs["fields"] = fields_table(tabs)
+        for name, table in tabs.items():
+            parts.setdefault(name, []).append(_with_trace(table, served.name))
+    return {name: _concat(p) for name, p in parts.items()}, errors
+
+
+def _concat(parts: list[pa.Table]) -> pa.Table:
+    """One table from the per-trace tables, even where their pandas-inferred types differ."""
+    # An empty metrics frame (a CPU trace has no kernels) carries placeholder dtypes: drop it.
+    parts = [p for p in parts if p.num_rows] or parts[:1]
+    try:
+        return pa.concat_tables(parts, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        names = list(dict.fromkeys(n for p in parts for n in p.column_names))
+        clashing = {n for n in names if len({str(p.schema.field(n).type) for p in parts if n in p.column_names}) > 1}
+        # The same column typed differently per trace: text is the one type every value converts to.
+        fixed = []
+        for part in parts:
+            for n in clashing & set(part.column_names):
+                part = part.set_column(part.column_names.index(n), n, part[n].cast(pa.string()))
+            fixed.append(part)
+        parts = fixed
+        return pa.concat_tables(parts, promote_options="permissive")
+
+
+def unit_of(column: str) -> str:
+    for suffix, unit in _SUFFIX_UNITS:
+        if column.endswith(suffix):
+            return unit
+    return "count" if column == "count" else ""
+
+
+def describe_tables(tables: dict[str, pa.Table], only: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Every queryable table: what a row is, its row count, and each column's type, unit and meaning."""
+    wanted = set(only) if only else None
+    out = []
+    for name, table in tables.items():
+        if wanted is not None and name not in wanted:
+            continue
+        if name == "events":
+            desc = "One row per trace event (host ops, Python calls, runtime calls, kernels, copies, memory, ...): the Parquet trace."
+            columns = [_TRACE_COLUMN] + [
+                {"name": c.name, "type": _type_name(c.type), "unit": c.unit, "description": c.description}
+                for c in COLUMNS
+            ]
+        else:
+            desc = METRICS_TABLES.get(name, "")
+            columns = [_TRACE_COLUMN]
+            for field in table.schema:
+                if field.name == "trace":
+                    continue
+                unit, meaning = _field_meaning(name, field.name)
+                columns.append(
+                    {"name": field.name, "type": _type_name(field.type), "unit": unit, "description": meaning}
+                )
+        out.append({"name": name, "description": desc, "rows": table.num_rows, "columns": columns})
+    return out
+
+
+def _field_meaning(table: str, column: str) -> tuple[str, str]:
+    """(unit, meaning) from the analyzers' field descriptions, the one place they are written."""
+    if table == "fields":
+        return "", {"table": "Metrics table the field belongs to.", "field": "Column name.", "type": "Arrow type.",
+                    "unit": "Unit (ns, %, bytes, ...).", "description": "What the field means."}.get(column, "")  # fmt: skip
+    from neuron_explorer.analyzers.fields import describe
+
+    try:
+        return describe(table, column)
+    except KeyError:  # a column the analyzers have not described yet: at least its unit
+        return unit_of(column), ""
+
+
+def _type_name(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t) or pa.types.is_large_string(t):
+        return "string"
+    return str(t)

@@ -1,0 +1,234 @@
+"""The answers the agent tools give, as JSON-able dicts, built from the trace and its analysis.
+
+Nothing here computes a metric the analyzers compute: these functions select, filter, sort
+and trim the analyzers' tables and findings (the same numbers the CLI, HTML and TUI show), and
+add the trace facts ``trace.summary.describe`` reports. Kept apart from the MCP wiring so each
+view is a plain function of a ``ServedTrace`` that unit tests call directly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neuron_explorer.agents.catalog import ServedTrace
+from neuron_explorer.trace.errors import NeuronExplorerError
+from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
+
+MAX_LIMIT = 500
+#: The meaning of the unit suffixes every metrics table uses, said once per answer.
+UNITS_NOTE = "*_ns: nanoseconds; *_pct: percent (0-100); *_bytes: bytes; count/*_count: events."
+
+
+class ToolInputError(NeuronExplorerError):
+    """A tool argument names something that does not exist (a column, a severity, a rank)."""
+
+
+def records(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows as JSON-able dicts, with the analyzers' own conversion (NaN -> null, numpy -> Python)."""
+    from neuron_explorer.analyzers.analysis import records as analysis_records
+
+    return analysis_records(df, limit)
+
+
+def plain(value: Any) -> Any:
+    """Nested dicts/lists of numpy and pandas scalars as plain JSON values (NaN, NA -> null)."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def clamp_limit(limit: int, default: int = 20) -> int:
+    if limit is None:
+        return default
+    if limit < 1:
+        raise ToolInputError(f"limit must be 1 or more, not {limit}")
+    return min(int(limit), MAX_LIMIT)
+
+
+def _sorted(df: pd.DataFrame, sort_by: str, table: str) -> pd.DataFrame:
+    numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+    if sort_by not in numeric:
+        raise ToolInputError(f"cannot sort {table} by {sort_by!r}; sort by one of: {', '.join(numeric)}")
+    return df.sort_values(sort_by, ascending=False, kind="stable")
+
+
+def _table_answer(
+    served: ServedTrace, table: str, df: pd.DataFrame, limit: int, sort_by: str, **extra: Any
+) -> dict[str, Any]:
+    rows = _sorted(df, sort_by, table)
+    return {
+        "trace": served.name,
+        "table": table,
+        "sort_by": sort_by,
+        **extra,
+        "total_rows": len(df),
+        "rows": records(rows, limit),
+        "units": UNITS_NOTE,
+    }
+
+
+# ------------------------------------------------------------------------------ summary
+def trace_summary(served: ServedTrace) -> dict[str, Any]:
+    """The analyzers' summary and verdict, the three costliest findings, and the trace's facts."""
+    a = served.analysis()
+    facts = dict(served.facts())
+    for key in ("streams", "steps", "devices"):  # long lists on big runs; the tools below page them
+        if isinstance(facts.get(key), list) and len(facts[key]) > 32:
+            facts[f"{key}_total"] = len(facts[key])
+            facts[key] = facts[key][:32]
+    return {
+        "trace": served.name,
+        "summary": plain(a.summary),
+        "step_stats": plain(a.step_stats),
+        "top_findings": [
+            {"rule_id": f.rule_id, "severity": f.severity, "title": f.title, "cost_ns": f.cost_ns}
+            for f in a.findings[:3]
+        ],
+        "num_findings": len(a.findings),
+        "memory_summary": plain(a.memory_summary),
+        "trace_facts": plain(facts),
+        "units": UNITS_NOTE,
+    }
+
+
+# ------------------------------------------------------------------------------ findings
+def findings(
+    served: ServedTrace, min_severity: str = "info", rules: list[str] | None = None, limit: int = 20
+) -> dict[str, Any]:
+    from neuron_explorer.analyzers.finding import SEVERITIES
+
+    if min_severity not in SEVERITIES:
+        raise ToolInputError(f"min_severity must be one of {', '.join(SEVERITIES)}, not {min_severity!r}")
+    a = served.analysis()
+    selected = a.filter(min_severity)
+    wanted = {r.strip() for r in (rules or []) if r and r.strip()}
+    if wanted:
+        known = set(a.rules_run) | {f.rule_id for f in a.findings}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise ToolInputError(
+                f"unknown rule id(s): {', '.join(unknown)}; the rules run were: {', '.join(a.rules_run)}"
+            )
+        selected = [f for f in selected if f.rule_id in wanted]
+    limit = clamp_limit(limit)
+    return {
+        "trace": served.name,
+        "total": len(selected),
+        "findings": [plain(f.to_dict()) for f in selected[:limit]],
+        "skipped": [{"rule_id": r, "reason": why} for r, why in a.skipped if not wanted or r in wanted],
+        "units": "cost_ns: estimated time lost, ns; time_ranges: [start_ns, end_ns] absolute; metrics carry their units.",
+    }
+
+
+# ------------------------------------------------------------------------------ tops
+def top_kernels(
+    served: ServedTrace, limit: int = 20, sort_by: str = "total_ns", category: str | None = None
+) -> dict[str, Any]:
+    a = served.analysis()
+    df = a.kernels
+    if category:
+        cats = sorted(str(c) for c in a.kernel_categories["category"].unique()) if len(a.kernel_categories) else []
+        if category not in cats:
+            raise ToolInputError(
+                f"no kernels of category {category!r} in this trace; categories here: {', '.join(cats) or 'none'}"
+            )
+        df = df[df["category"].astype(str) == category]
+    return _table_answer(
+        served, "kernels", df, clamp_limit(limit), sort_by,
+        categories=records(a.kernel_categories),
+    )  # fmt: skip
+
+
+def top_ops(served: ServedTrace, limit: int = 20, sort_by: str = "device_ns") -> dict[str, Any]:
+    return _table_answer(served, "ops", served.analysis().ops, clamp_limit(limit), sort_by)
+
+
+def top_source_lines(
+    served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", file_contains: str | None = None
+) -> dict[str, Any]:
+    df = served.analysis().source_lines
+    if file_contains:
+        df = df[df["src_file"].astype(str).str.contains(file_contains, regex=False)]
+    return _table_answer(served, "source_lines", df, clamp_limit(limit), sort_by)
+
+
+def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50) -> dict[str, Any]:
+    a = served.analysis()
+    limit = clamp_limit(limit, 50)
+    steps, breakdown = a.steps, a.breakdown
+    if rank is not None:
+        ranks = sorted(int(r) for r in breakdown["rank"].unique()) if len(breakdown) else []
+        if rank not in ranks:
+            raise ToolInputError(f"no rank {rank} in this trace; ranks: {', '.join(map(str, ranks)) or 'none'}")
+        steps = steps[steps["rank"] == rank]
+        breakdown = breakdown[breakdown["rank"] == rank]
+    return {
+        "trace": served.name,
+        "step_stats": plain(a.step_stats),
+        "steps_total": len(steps),
+        "steps": records(steps, limit),
+        "breakdown_total": len(breakdown),
+        "breakdown": records(breakdown, limit),
+        "units": UNITS_NOTE
+        + " Breakdown parts (compute, communication, memcpy, memset, host_exposed, idle) sum to wall_ns.",
+    }
+
+
+# ------------------------------------------------------------------------------ one source line
+def line_attribution(served: ServedTrace, file: str, line: int, limit: int = 10) -> dict[str, Any]:
+    """What the trace attributes to ``file:line``: its row of the analyzers' source-line table,
+    the kernels and ops recorded there, and the findings that name it."""
+    out: dict[str, Any] = {"trace": served.name}
+    a = served.analysis()
+    sl = a.source_lines
+    hit = sl[(sl["src_file"].astype(str) == file) & (sl["src_line"] == line)]
+    out["source_line"] = records(hit)[0] if len(hit) else None
+    out["findings"] = [
+        {"rule_id": f.rule_id, "severity": f.severity, "title": f.title, "cost_ns": f.cost_ns}
+        for f in a.findings
+        if any(str(s.get("file")) == file and s.get("line") == line for s in f.source_lines)
+    ]
+    events = _events_at_line(served, file, line)
+    if events is None or not len(events):
+        out["kernels"], out["ops"] = [], []
+        return out
+    kinds = events["kind"].astype(str)
+    dev = events[kinds.isin(DEVICE_KINDS)]
+    ops = events[kinds == Kind.CPU_OP]
+    out["kernels"] = records(_by_name(dev, "device_ns"), limit)
+    out["ops"] = records(_by_name(ops, "host_ns"), limit)
+    return out
+
+
+def _events_at_line(served: ServedTrace, file: str, line: int) -> pd.DataFrame | None:
+    table = served.trace.events
+    if "src_line" not in table.column_names:
+        return None
+    # Filter on the integer line first (cheap), then compare the few remaining file names.
+    at_line = table.filter(pc.equal(table["src_line"], pa.scalar(line, table["src_line"].type)))
+    if not at_line.num_rows:
+        return None
+    at_line = at_line.filter(pc.equal(pc.cast(at_line["src_file"], pa.string()), file))
+    return at_line.select(["kind", "name", "dur_ns"]).to_pandas()
+
+
+def _by_name(df: pd.DataFrame, total: str) -> pd.DataFrame:
+    if not len(df):
+        return pd.DataFrame({"name": [], "count": [], total: []})
+    g = df.assign(name=df["name"].astype(str)).groupby("name", observed=True)["dur_ns"].agg(["count", "sum"])
+    g = g.rename(columns={"sum": total}).reset_index()
+    return g.sort_values(total, ascending=False, kind="stable")

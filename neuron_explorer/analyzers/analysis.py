@@ -1,0 +1,231 @@
+"""``analyze(trace)``: every metric and every rule, computed once, in one ``Analysis``.
+
+The ``Analysis`` is what every consumer (text/markdown/JSON reports, HTML, TUI, MCP) shows, so
+the same numbers appear everywhere. Its attribute names are a public API (see BRIEF / docs).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.analyzers import breakdown, idle, kernels, launches, memory, ops, overlap, source_lines, steps
+from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.trace.model import Trace
+
+#: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
+ANALYSIS_SCHEMA_VERSION = "1.0.0"
+
+
+@dataclass
+class Analysis:
+    """All metrics and findings of one trace. DataFrames use ``*_ns`` / ``*_bytes`` / ``*_pct`` units."""
+
+    summary: dict[str, Any]
+    steps: pd.DataFrame
+    step_stats: dict[str, Any]
+    breakdown: pd.DataFrame
+    temporal: pd.DataFrame
+    idle: pd.DataFrame
+    kernels: pd.DataFrame
+    kernel_categories: pd.DataFrame
+    kernel_types: pd.DataFrame
+    ops: pd.DataFrame
+    source_lines: pd.DataFrame
+    memory: pd.DataFrame
+    memory_summary: dict[str, Any]
+    launches: pd.DataFrame
+    launch_summary: dict[str, Any]
+    overlap: pd.DataFrame
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    rules_run: list[str] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------------------ views
+    def filter(self, min_severity: str = "info") -> list[Finding]:
+        floor = SEVERITY_RANK[min_severity]
+        return [f for f in self.findings if SEVERITY_RANK[f.severity] >= floor]
+
+    def to_dict(self, max_rows: int = 50) -> dict[str, Any]:
+        """The JSON-able document of ``analyze --format json`` (schema in docs/rules.md)."""
+        return {
+            "schema_version": ANALYSIS_SCHEMA_VERSION,
+            "summary": _jsonable(self.summary),
+            "step_stats": _jsonable(self.step_stats),
+            "findings": [_jsonable(f.to_dict()) for f in self.findings],
+            "skipped": [{"rule_id": r, "reason": why} for r, why in self.skipped],
+            "rules_run": list(self.rules_run),
+            "memory_summary": _jsonable(self.memory_summary),
+            "launch_summary": _jsonable(self.launch_summary),
+            "tables": {
+                name: records(getattr(self, name), max_rows)
+                for name in ("steps", "breakdown", "temporal", "idle", "kernels", "kernel_categories", "kernel_types", "ops",
+                             "source_lines", "launches", "overlap")
+            },
+        }
+
+
+def records(df: pd.DataFrame, max_rows: int | None = None) -> list[dict[str, Any]]:
+    """DataFrame rows as JSON-able dicts (NaN -> None, numpy scalars -> Python)."""
+    if max_rows is not None:
+        df = df.head(max_rows)
+    return [_jsonable(r) for r in df.to_dict(orient="records")]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v) for v in value.tolist()]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        return None if math.isnan(v) or math.isinf(v) else v
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def analyze(
+    trace: Trace,
+    rules: Iterable[str] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> Analysis:
+    """Compute all metrics, then run the rules (all when ``rules`` is None; ids or families).
+
+    ``thresholds`` overrides rule thresholds by ``"rule_id.name"`` (e.g. ``{"device_idle.idle_pct": 20}``).
+    """
+    from neuron_explorer.analyzers.rules import all_rules, run_rules
+
+    registry = all_rules()
+    selected = _select_rules(registry, rules)
+    timings: dict[str, float] = {}
+    frames = TraceFrames(trace)
+
+    def timed(name: str, fn: Any, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        value = fn(*args)
+        timings[name] = time.perf_counter() - t0
+        return value
+
+    step_df = timed("steps", steps.step_table, frames)
+    hta_events = timed("hta_events", breakdown.hta_device_events, frames)
+    kernel_df = timed("kernels", kernels.kernel_breakdown, frames)
+    a = Analysis(
+        summary={},
+        steps=step_df,
+        step_stats=steps.step_summary(step_df),
+        breakdown=timed("breakdown", breakdown.step_breakdown, frames),
+        temporal=timed("temporal", breakdown.temporal_breakdown, frames, hta_events),
+        idle=timed("idle", idle.idle_breakdown, frames, hta_events),
+        kernels=kernel_df,
+        kernel_categories=kernels.category_breakdown(kernel_df),
+        kernel_types=kernels.kernel_type_breakdown(hta_events),
+        ops=timed("ops", ops.op_table, frames),
+        source_lines=timed("source_lines", source_lines.source_line_table, frames),
+        memory=timed("memory", memory.memory_timeline, frames),
+        memory_summary={},
+        launches=timed("launches", launches.launch_table, frames),
+        launch_summary={},
+        overlap=timed("overlap", overlap.comm_overlap, frames),
+    )
+    a.memory_summary = memory.memory_summary(frames, a.memory)
+    a.launch_summary = launches.launch_summary(a.launches)
+    t0 = time.perf_counter()
+    a.findings, a.skipped = run_rules(a, frames, selected, dict(thresholds or {}))
+    timings["rules"] = time.perf_counter() - t0
+    a.rules_run = [r.id for r in selected]
+    a.timings_s = timings
+    a.summary = _summary(trace, frames, a)
+    return a
+
+
+def _select_rules(registry: Mapping[str, Any], wanted: Iterable[str] | None) -> list[Any]:
+    if wanted is None:
+        return list(registry.values())
+    wanted = [w.strip() for w in wanted if w and w.strip()]
+    families = {r.family for r in registry.values()}
+    unknown = [w for w in wanted if w not in registry and w not in families]
+    if unknown:
+        raise AnalysisError(
+            f"unknown rule or family: {', '.join(unknown)} (known rules: {', '.join(registry)}; "
+            f"families: {', '.join(sorted(families))})"
+        )
+    return [r for r in registry.values() if r.id in wanted or r.family in wanted]
+
+
+def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
+    w = frames.step_windows
+    wall = int((w.groupby("rank")["end_ns"].max() - w.groupby("rank")["start_ns"].min()).max()) if len(w) else 0
+    bd = a.breakdown
+    totals = bd[[c for c in bd.columns if c.endswith("_ns") and c != "start_ns"]].sum() if len(bd) else pd.Series(dtype="int64")
+    wall_sum = float(totals.get("wall_ns", 0)) or 1.0
+    trace_meta = frames.metadata.get("trace_metadata") or {}
+    devices = _devices(frames)
+    top = a.findings[0] if a.findings else None
+    summary = {
+        "source": str(frames.metadata.get("source_file") or trace.path or ""),
+        "num_events": int(trace.num_events),
+        "wall_ns": wall,
+        "num_steps": int(a.step_stats.get("num_steps", 0)),
+        "step_p50_ns": a.step_stats.get("p50_ns"),
+        "ranks": frames.ranks,
+        "world_size": frames.metadata.get("world_size"),
+        "device_types": frames.device_types or ["cpu"],
+        "devices": devices,
+        "torch_version": _torch_version(frames.metadata, trace_meta),
+        "compute_pct": 100.0 * float(totals.get("compute_ns", 0)) / wall_sum,
+        "communication_pct": 100.0 * float(totals.get("communication_ns", 0)) / wall_sum,
+        "memcpy_pct": 100.0 * float(totals.get("memcpy_ns", 0) + totals.get("memset_ns", 0)) / wall_sum,
+        "host_exposed_pct": 100.0 * float(totals.get("host_exposed_ns", 0)) / wall_sum,
+        "idle_pct": 100.0 * float(totals.get("idle_ns", 0)) / wall_sum,
+        "num_findings": len(a.findings),
+        "top_finding": top.title if top else None,
+    }
+    summary["verdict"] = _verdict(summary, top)
+    return summary
+
+
+def _devices(frames: TraceFrames) -> list[str]:
+    d = frames.device[["device_type", "device"]].drop_duplicates()
+    return sorted(f"{t}:{int(i)}" for t, i in zip(d["device_type"].astype(str), d["device"]))
+
+
+def _torch_version(meta: Mapping[str, Any], trace_meta: Mapping[str, Any]) -> str | None:
+    for source in (meta, trace_meta):
+        for key in ("torch_version", "pytorch_version", "torchVersion"):
+            if source.get(key):
+                return str(source[key])
+    return None
+
+
+def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
+    """One sentence: what bounds the run and what to look at first."""
+    parts = {
+        "compute-bound": summary["compute_pct"],
+        "communication-bound": summary["communication_pct"],
+        "copy-bound": summary["memcpy_pct"],
+        "host-bound": summary["host_exposed_pct"],
+        "idle (waiting on neither host ops nor device)": summary["idle_pct"],
+    }
+    if summary["device_types"] == ["cpu"]:
+        parts = {"busy in framework ops": summary["host_exposed_pct"], "outside framework ops (Python, data loading, sleeps)": summary["idle_pct"]}
+    label, pct = max(parts.items(), key=lambda kv: kv[1])
+    text = f"Mostly {label} ({pct:.0f}% of wall time)"
+    if top is not None:
+        text += f"; top issue: {top.title}"
+    return text + "."

@@ -1,0 +1,139 @@
+"""Units and meanings of every field of the metric tables (the agent-facing ``fields`` table).
+
+A test checks that every column the analyzers produce is described here, so a metric cannot
+be added without its unit and meaning.
+"""
+
+from __future__ import annotations
+
+_COMMON = {
+    "rank": ("", "Distributed rank."),
+    "step": ("", "Profiler step number; -1 when the trace has no ProfilerStep spans and the row covers the whole trace."),
+    "device": ("index", "Device index; -1 for a host-only row."),
+    "device_type": ("", "cpu, cuda, hip, neuron, mtia, ..."),
+    "stream": ("id", "Device queue (stream) id."),
+    "start_ns": ("ns", "Absolute start time of the row's window or event."),
+    "end_ns": ("ns", "Absolute end time of the row's window."),
+    "event_id": ("id", "event_id of the trace event this row describes (-1 when none)."),
+    "name": ("", "Kernel or op name as recorded."),
+    "count": ("events", "Number of events."),
+    "src_file": ("path", "User source file."),
+    "src_line": ("line", "Line in src_file."),
+    "src_func": ("", "Function containing the line."),
+    "src_precision": ("", "How exact the attribution is: line, function, launch, forward."),
+}
+
+FIELDS: dict[str, dict[str, tuple[str, str]]] = {
+    "steps": {
+        "dur_ns": ("ns", "Step wall time (ProfilerStep span)."),
+        "is_warmup": ("bool", "Leading step over 1.5x the median of later steps (at most two)."),
+        "is_outlier": ("bool", "Steady step over 3 robust standard deviations and 25% from the rank's median."),
+        "dev_from_median_pct": ("%", "Deviation from the rank's steady median step time, 0-100 scale."),
+    },
+    "breakdown": {
+        "wall_ns": ("ns", "Wall time of the step window; the *_ns parts below sum to it."),
+        "compute_ns": ("ns", "Time a compute kernel ran on the device (priority 1)."),
+        "memcpy_ns": ("ns", "Time a memcpy ran and no compute kernel (priority 2)."),
+        "memset_ns": ("ns", "Time a memset ran and nothing above (priority 3)."),
+        "communication_ns": ("ns", "Time a communication kernel ran and nothing above: exposed communication (priority 4)."),
+        "host_exposed_ns": ("ns", "Device idle while the host ran a framework op, runtime or sync call (priority 5)."),
+        "idle_ns": ("ns", "Neither device nor host framework work: the rest of wall_ns."),
+        "compute_pct": ("%", "compute_ns / wall_ns, 0-100."),
+        "memcpy_pct": ("%", "memcpy_ns / wall_ns, 0-100."),
+        "memset_pct": ("%", "memset_ns / wall_ns, 0-100."),
+        "communication_pct": ("%", "communication_ns / wall_ns, 0-100."),
+        "host_exposed_pct": ("%", "host_exposed_ns / wall_ns, 0-100."),
+        "idle_pct": ("%", "idle_ns / wall_ns, 0-100."),
+    },
+    "temporal": {
+        "span_ns": ("ns", "First device event start to last device event end (HTA's kernel time)."),
+        "busy_ns": ("ns", "Union of all device events."),
+        "idle_ns": ("ns", "span_ns - busy_ns."),
+        "compute_ns": ("ns", "Union of compute kernels (not communication, not memcpy/memset)."),
+        "non_compute_ns": ("ns", "busy_ns - compute_ns (communication and memory kernels)."),
+        "idle_pct": ("%", "idle_ns / span_ns, 0-100."),
+        "compute_pct": ("%", "compute_ns / span_ns, 0-100."),
+        "non_compute_pct": ("%", "non_compute_ns / span_ns, 0-100."),
+    },
+    "idle": {
+        "idle_ns": ("ns", "Sum of gaps between consecutive device events on the stream."),
+        "host_wait_ns": ("ns", "Gaps where the next event's launch started after the previous event ended."),
+        "kernel_wait_ns": ("ns", "Other gaps shorter than 30 us (back-to-back launch latency)."),
+        "other_ns": ("ns", "Remaining gaps (waits on other streams, events, syncs)."),
+        "host_wait_pct": ("%", "host_wait_ns / idle_ns, 0-100."),
+        "kernel_wait_pct": ("%", "kernel_wait_ns / idle_ns, 0-100."),
+        "other_pct": ("%", "other_ns / idle_ns, 0-100."),
+        "gaps": ("gaps", "Number of gaps measured."),
+    },
+    "kernels": {
+        "category": ("", "gemm, attention, conv, elementwise, reduction, communication, memory, other."),
+        "total_ns": ("ns", "Summed duration."),
+        "mean_ns": ("ns", "Mean duration."),
+        "min_ns": ("ns", "Shortest duration."),
+        "max_ns": ("ns", "Longest duration."),
+        "pct": ("%", "Share of all device event time, 0-100."),
+    },
+    "kernel_types": {
+        "kernel_type": ("", "HTA kernel type set running: COMPUTATION, COMMUNICATION, MEMORY, or 'A overlapping B'."),
+        "total_ns": ("ns", "Time during which exactly this set of kernel types ran (overlap counted once)."),
+        "pct": ("%", "Share of device-busy time, 0-100."),
+    },
+    "ops": {
+        "host_total_ns": ("ns", "Summed host duration of the op (children included)."),
+        "host_self_ns": ("ns", "Summed host duration minus direct host children."),
+        "device_ns": ("ns", "Device time of the work this op issued itself (op_id)."),
+        "kernel_count": ("events", "Device events this op issued itself."),
+    },
+    "source_lines": {
+        "host_ns": ("ns", "Host self time of the events attributed to the line."),
+        "python_ns": ("ns", "Self time of the user's own Python frames attributed to the line: Python work outside framework ops and library code."),
+        "device_ns": ("ns", "Device time of the device events attributed to the line."),
+        "kernel_count": ("events", "Device events attributed to the line."),
+        "alloc_bytes": ("bytes", "Bytes allocated by the line (memory events)."),
+        "alloc_count": ("allocs", "Allocations made by the line."),
+        "event_count": ("events", "Host events attributed to the line."),
+    },
+    "launches": {
+        "launches": ("events", "Device events with their launch in the trace."),
+        "launch_dur_mean_ns": ("ns", "Mean duration of the launching runtime call."),
+        "launch_dur_p95_ns": ("ns", "95th percentile of the launching runtime call."),
+        "launch_delay_mean_ns": ("ns", "Mean of device start minus launch start."),
+        "launch_delay_p50_ns": ("ns", "Median launch delay."),
+        "launch_delay_p95_ns": ("ns", "95th percentile launch delay."),
+        "queue_depth_mean": ("events", "Mean number of events queued on the stream at each launch."),
+        "queue_depth_max": ("events", "Largest queue depth seen."),
+        "long_launches": ("events", "Launch calls over 50 us."),
+        "long_delays": ("events", "Launch delays over 100 us."),
+        "short_kernels": ("events", "Device events under 10 us."),
+    },
+    "overlap": {
+        "comm_ns": ("ns", "Union of communication kernels."),
+        "compute_ns": ("ns", "Union of compute kernels."),
+        "overlapped_ns": ("ns", "Communication time during which compute also ran."),
+        "exposed_comm_ns": ("ns", "comm_ns - overlapped_ns."),
+        "overlap_pct": ("%", "overlapped_ns / comm_ns, 0-100."),
+    },
+    "findings": {
+        "rule_id": ("", "Rule that produced the finding (docs/rules.md)."),
+        "severity": ("", "info, warning or error."),
+        "title": ("", "One-line summary."),
+        "message": ("", "What was found, with numbers."),
+        "cost_ns": ("ns", "Estimated time lost (ranking key)."),
+        "metrics": ("json", "Evidence: {name: {value, unit}}."),
+        "threshold": ("json", "Thresholds used: {name: {value, unit}}."),
+        "time_ranges": ("json", "[[start_ns, end_ns], ...] of the evidence."),
+        "event_ids": ("json", "event_ids of the evidence events."),
+        "source_lines": ("json", "[{file, line, func, ns}, ...] responsible lines, most costly first."),
+        "recommendation": ("", "What to do."),
+        "finding_rank": ("", "Rank the finding concerns (null when all)."),
+    },
+}
+
+
+def describe(table: str, field: str) -> tuple[str, str]:
+    """(unit, description) of a field; common fields are shared by every table."""
+    if field in FIELDS.get(table, {}):
+        return FIELDS[table][field]
+    if field in _COMMON:
+        return _COMMON[field]
+    raise KeyError(f"{table}.{field} has no description in analyzers/fields.py")

@@ -1,0 +1,53 @@
+"""Rule families and their registry; ``all_rules()`` imports every module of this package once.
+
+One module per family (device, host, memory, steps, distributed, compile, ...). A new family,
+e.g. ``neuron.py`` for Trainium, only has to live here and use ``@rule``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+from neuron_explorer.analyzers.rules.registry import RULES, Rule, RuleContext, RuleSkipped, rule
+
+if TYPE_CHECKING:
+    from neuron_explorer.analyzers.analysis import Analysis
+    from neuron_explorer.analyzers.context import TraceFrames
+
+__all__ = ["RULES", "Rule", "RuleContext", "RuleSkipped", "all_rules", "rule", "run_rules"]
+
+_loaded = False
+
+
+def all_rules() -> dict[str, Rule]:
+    """Every registered rule by id, in registration order (families sorted by module name)."""
+    global _loaded
+    if not _loaded:
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            if info.name != "registry" and not info.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True
+    return RULES
+
+
+def run_rules(
+    analysis: Analysis, frames: TraceFrames, selected: Sequence[Rule], overrides: dict[str, float]
+) -> tuple[list[Finding], list[tuple[str, str]]]:
+    """Run ``selected`` rules; returns (findings most costly first, [(rule_id, skip reason)])."""
+    findings: list[Finding] = []
+    skipped: list[tuple[str, str]] = []
+    for r in selected:  # one call per rule: the rules themselves work on whole columns
+        ctx = RuleContext(analysis, frames, r, overrides)
+        try:
+            found = r.func(ctx) or []
+        except RuleSkipped as exc:
+            reason = str(exc)
+            skipped.append((r.id, reason if reason.startswith("skipped") else f"skipped: {reason}"))
+            continue
+        findings.extend(found)
+    findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id))
+    return findings, skipped

@@ -1,0 +1,87 @@
+"""Helpers rules share to build evidence: user source lines, totals and time ranges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.analyzers.analysis import Analysis
+from neuron_explorer.trace.frames import env_excludes, is_library_path
+
+
+def is_user_file(path: str | None) -> bool:
+    """The user's own code: not torch, the standard library, installed packages (as traces
+    write them, see ``trace.frames.is_library_path``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
+    if not path:
+        return False
+    return not is_library_path(str(path), env_excludes())
+
+
+def user_mask(files: pd.Series) -> np.ndarray:
+    """Vectorized ``is_user_file`` over a (categorical) column: one check per distinct path."""
+    cat = files.astype("category")
+    lookup = np.array([is_user_file(str(c)) for c in cat.cat.categories] + [False], dtype=bool)
+    codes = cat.cat.codes.to_numpy()
+    return lookup[np.where(codes < 0, len(lookup) - 1, codes)]
+
+
+def lines_from(df: pd.DataFrame, value: str | np.ndarray, n: int = 3, user_only: bool = True) -> list[dict[str, Any]]:
+    """The top ``n`` source lines of ``df`` (with src_* columns) by the sum of ``value``."""
+    if not len(df):
+        return []
+    vals = df[value].to_numpy() if isinstance(value, str) else value
+    m = (df["src_file"].notna() & (df["src_line"] >= 0)).to_numpy()
+    if user_only:
+        m = m & user_mask(df["src_file"])
+    if not m.any():
+        return []
+    g = pd.DataFrame({
+        "file": df["src_file"].astype(object).to_numpy()[m], "line": df["src_line"].to_numpy()[m],
+        "fn": df["src_func"].astype(object).to_numpy()[m], "ns": vals[m],
+    }).groupby(["file", "line"], sort=False).agg(fn=("fn", "first"), ns=("ns", "sum"), count=("ns", "size"))
+    g = g.sort_values("ns", ascending=False).head(n).reset_index()
+    return [{"file": str(r.file), "line": int(r.line), "func": None if pd.isna(r.fn) else str(r.fn),
+             "ns": int(r.ns), "count": int(r.count)} for r in g.itertuples()]
+
+
+def top_source_lines(a: Analysis, column: str, n: int = 3, min_value: float = 0) -> list[dict[str, Any]]:
+    """Top user lines of the line-level profile by ``column`` (host_ns, device_ns, alloc_bytes)."""
+    sl = a.source_lines
+    if not len(sl):
+        return []
+    sl = sl[user_mask(sl["src_file"]) & (sl[column] > min_value)].sort_values(column, ascending=False).head(n)
+    return [{"file": str(r.src_file), "line": int(r.src_line), "func": None if pd.isna(r.src_func) else str(r.src_func),
+             "ns": int(r.host_ns + r.device_ns), column: int(getattr(r, column))} for r in sl.itertuples()]
+
+
+def wall_ns(a: Analysis) -> int:
+    """Total wall time analysed: the sum of step windows over ranks (one device per rank)."""
+    w = a.steps
+    return int(w["dur_ns"].sum()) if len(w) else 0
+
+
+def steady_wall_ns(a: Analysis) -> int:
+    w = a.steps
+    return int(w.loc[~w["is_warmup"], "dur_ns"].sum()) if len(w) else 0
+
+
+def num_steps(a: Analysis) -> int:
+    return max(1, len(a.steps))
+
+
+def biggest(df: pd.DataFrame, by: str, n: int = 5) -> pd.DataFrame:
+    return df.nlargest(n, by) if len(df) > n else df.sort_values(by, ascending=False)
+
+
+def ranges(df: pd.DataFrame, n: int = 5, by: str = "dur_ns") -> tuple[list[list[int]], list[int]]:
+    """Time ranges and event ids of the ``n`` largest rows of an events frame."""
+    top = biggest(df, by, n)
+    s = top["start_ns"].to_numpy()
+    e = s + top["dur_ns"].to_numpy()
+    return [[int(x), int(y)] for x, y in zip(s, e)], [int(i) for i in top["event_id"].to_numpy()]
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms" if abs(ns) >= 1e5 else f"{ns / 1e3:.1f} us"

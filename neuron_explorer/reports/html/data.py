@@ -1,0 +1,260 @@
+"""The report's data: one JSON-able dict built from an ``Analysis`` (and the trace, for the
+timeline), before anything is rendered.
+
+Every number here comes from the analysis computed once by ``analyzers.analyze``, so the page
+shows what ``analyze`` prints. This module decides what the page holds (which rows, how many,
+which notes to show) and turns DataFrames into plain lists; ``figures`` turns them into Plotly
+figures and ``render`` into HTML. Strings stay raw here: escaping belongs to the output context.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer import __version__
+from neuron_explorer.reports.html import figures
+from neuron_explorer.reports.html.timeline import StringTable, build_timeline
+from neuron_explorer.trace.model import Trace
+
+if TYPE_CHECKING:
+    from neuron_explorer.analyzers import Analysis
+
+#: Rows the sortable tables hold at most (the page says when a table was cut).
+TABLE_ROWS = 300
+#: Longest source line shown beside a file:line.
+CODE_CHARS = 240
+
+KERNEL_COLUMNS = (
+    ("name", "Kernel", "text"),
+    ("category", "Category", "text"),
+    ("device_type", "Device", "text"),
+    ("count", "Calls", "int"),
+    ("total_ns", "Total", "ns"),
+    ("mean_ns", "Mean", "ns"),
+    ("min_ns", "Min", "ns"),
+    ("max_ns", "Max", "ns"),
+    ("pct", "% of device time", "pct"),
+)
+OP_COLUMNS = (
+    ("name", "Op", "text"),
+    ("count", "Calls", "int"),
+    ("host_total_ns", "Host total", "ns"),
+    ("host_self_ns", "Host self", "ns"),
+    ("device_ns", "Device", "ns"),
+    ("kernel_count", "Kernels", "int"),
+)
+LINE_COLUMNS = (
+    ("location", "File:line", "text"),
+    ("src_func", "Function", "text"),
+    ("code", "Code", "code"),
+    ("host_ns", "Host", "ns"),
+    ("device_ns", "Device", "ns"),
+    ("kernel_count", "Kernels", "int"),
+    ("alloc_bytes", "Allocated", "bytes"),
+    ("src_precision", "Precision", "text"),
+)
+
+MEMORY_COLUMNS = (
+    ("device", "Device", "text"),
+    ("peak_allocated_bytes", "Peak allocated", "bytes"),
+    ("peak_reserved_bytes", "Peak reserved", "bytes"),
+    ("capacity_bytes", "Capacity", "bytes"),
+    ("peak_pct", "Peak % of capacity", "pct"),
+    ("allocs_per_step", "Allocations per step", "float"),
+    ("alloc_bytes_per_step", "Allocated per step", "bytes"),
+    ("churn_ratio", "Churn (allocated per step / peak)", "float"),
+)
+
+
+def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None) -> dict[str, Any]:
+    """Everything the page shows, as plain JSON-able data (see docs/report.md, "The data")."""
+    strings = StringTable()
+    timeline = build_timeline(trace, analysis.steps, strings)
+    kernels = table(analysis.kernels, KERNEL_COLUMNS)
+    ops = table(analysis.ops, OP_COLUMNS)
+    line_rows = source_line_rows(analysis.source_lines)
+    lines = table(line_rows, LINE_COLUMNS)
+    notes = _notes(timeline, kernels, ops, lines)
+    if len(analysis.breakdown) > figures.MAX_BARS:
+        notes.append(f"The step-time breakdown has {len(analysis.breakdown):,} bars, so it is drawn as a stacked area.")
+    return {
+        "version": __version__,
+        "header": header(trace, analysis, title),
+        "findings": [finding_view(f) for f in analysis.findings],
+        "skipped": [{"rule_id": str(r), "reason": str(why)} for r, why in analysis.skipped],
+        "figures": {
+            "breakdown": figures.breakdown_figure(analysis.breakdown),
+            "kernels": figures.top_bar_figure(analysis.kernels, "name", "total_ns", "Total device time"),
+            "ops": figures.ops_figure(analysis.ops),
+            "lines": figures.lines_figure(line_rows),
+            "memory": figures.memory_figure(analysis.memory),
+        },
+        "tables": {"kernels": kernels, "ops": ops, "lines": lines, "memory": memory_table(analysis.memory_summary)},
+        "timeline": timeline,
+        "strings": strings.values,
+        "notes": notes,
+    }
+
+
+def header(trace: Trace, analysis: Analysis, title: str | None) -> dict[str, Any]:
+    s = analysis.summary
+    meta = trace.metadata
+    opened = str(trace.path) if trace.path is not None else ""
+    original = str(meta.get("source_file") or "")  # the profiler's file a Parquet trace was converted from
+    trace_name = str((meta.get("trace_metadata") or {}).get("traceName") or "")
+    if trace.path is not None and trace.path.is_dir():  # a multi-rank run: named after its folder
+        workload = title or trace.path.name
+    else:
+        workload = title or _stem(original) or _stem(opened) or _stem(trace_name) or "trace"
+    names = [str(p.get("name")) for p in meta.get("device_properties") or [] if p.get("name")]
+    devices = [str(d) for d in s.get("devices") or []]
+    return {
+        "workload": str(workload),
+        "source": opened or original,
+        "original": original if opened and original and not _same_file(original, opened) else None,
+        "devices": devices,
+        "device_names": sorted(set(names)),
+        "device_types": [str(d) for d in s.get("device_types") or []],
+        "torch_version": s.get("torch_version") or None,
+        "ranks": [int(r) for r in s.get("ranks") or []],
+        "world_size": meta.get("world_size"),
+        "num_steps": int(s.get("num_steps") or 0),
+        "wall_ns": int(s.get("wall_ns") or 0),
+        "events": int(trace.num_events),
+        "verdict": str(s.get("verdict") or ""),
+    }
+
+
+def finding_view(f: Any) -> dict[str, Any]:
+    d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
+    lines = []
+    for sl in d.get("source_lines") or []:
+        lines.append({**_plain(sl), "code": read_source_line(sl.get("file"), sl.get("line"))})
+    return {
+        "rule_id": str(d.get("rule_id", "")),
+        "severity": str(d.get("severity", "info")),
+        "title": str(d.get("title", "")),
+        "message": str(d.get("message", "")),
+        "cost_ns": int(d.get("cost_ns") or 0),
+        "rank": d.get("rank"),
+        "metrics": _plain(d.get("metrics") or {}),
+        "threshold": _plain(d.get("threshold") or {}),
+        "time_ranges": len(d.get("time_ranges") or []),
+        "events": len(d.get("event_ids") or []),
+        "source_lines": lines[:10],
+        "recommendation": str(d.get("recommendation", "")),
+    }
+
+
+def source_line_rows(lines: pd.DataFrame) -> pd.DataFrame:
+    """The line-level profile, most costly first, with ``location`` and the line's ``code``."""
+    if lines is None or not len(lines):
+        return pd.DataFrame({c: [] for c, _, _ in LINE_COLUMNS})
+    df = lines.copy()
+    cost = df.get("host_ns", 0) + df.get("device_ns", 0)
+    df = df.assign(_cost=cost).sort_values("_cost", ascending=False, kind="stable").head(TABLE_ROWS)
+    files = df["src_file"].astype("object")
+    nums = pd.to_numeric(df["src_line"], errors="coerce")
+    df["location"] = [f"{f}:{int(n)}" if n == n else str(f) for f, n in zip(files, nums)]
+    df["code"] = [read_source_line(f, n) for f, n in zip(files, nums)]
+    return df.drop(columns="_cost").reset_index(drop=True)
+
+
+def memory_table(summary: dict[str, Any] | None) -> dict[str, Any]:
+    """Per-device memory peaks and churn (``Analysis.memory_summary["devices"]``) as a table."""
+    devices = pd.DataFrame((summary or {}).get("devices") or [])
+    if len(devices):
+        multi_rank = "rank" in devices and devices["rank"].nunique() > 1
+        devices["device"] = [
+            (f"rank {r} · " if multi_rank else "") + (f"{t}:{d}" if d is not None and d >= 0 else "host")
+            for r, t, d in zip(devices.get("rank", 0), devices.get("device_type", "?"), devices.get("device", -1))
+        ]
+    return table(devices, MEMORY_COLUMNS)
+
+
+def read_source_line(path: Any, line: Any) -> str | None:
+    """The text of ``path:line`` when it is a readable Python file here, else None.
+
+    Only ``.py`` files are read: a trace names the paths, and a report must not copy lines of
+    arbitrary files (``/etc/...``) into a page that may be shared.
+    """
+    try:
+        n = int(line)
+    except (TypeError, ValueError):
+        return None
+    if not path or n <= 0 or not str(path).endswith(".py") or not os.path.isfile(str(path)):
+        return None
+    text = linecache.getline(str(path), n).rstrip("\n")
+    return text[:CODE_CHARS] if text.strip() else None
+
+
+def table(df: pd.DataFrame | None, columns: tuple[tuple[str, str, str], ...]) -> dict[str, Any]:
+    """A sortable table: column specs and the first ``TABLE_ROWS`` rows, column by column."""
+    present = [c for c in columns if df is not None and c[0] in df.columns]
+    total = 0 if df is None else len(df)
+    head = df.head(TABLE_ROWS) if df is not None else None
+    return {
+        "columns": [{"key": k, "label": label, "type": t} for k, label, t in present],
+        "rows": {k: _column(head[k], t) for k, _, t in present} if head is not None else {},
+        "total_rows": total,
+        "shown_rows": min(total, TABLE_ROWS),
+    }
+
+
+def _column(values: pd.Series, kind: str) -> list[Any]:
+    if kind in ("text", "code"):
+        obj = values.astype("object")
+        return [None if v is None or v != v else str(v) for v in obj]  # bounded by TABLE_ROWS
+    num = pd.to_numeric(values, errors="coerce").to_numpy(np.float64)
+    if kind in ("int", "ns", "bytes"):
+        return [None if v != v else int(v) for v in num]
+    return [None if v != v else round(float(v), 4) for v in num]
+
+
+def _notes(timeline: dict[str, Any], *tables: dict[str, Any]) -> list[str]:
+    notes = []
+    shown, total = len(timeline["steps"]), timeline["total_steps"]
+    if total and shown < total:
+        notes.append(f"The timeline holds {shown} of {total} steps (slowest, fastest, median and evenly spaced).")
+    if timeline["downsampled"]:
+        notes.append(
+            "The timeline is downsampled to keep this page small and fast: nearby events in a busy lane are "
+            "merged into one bar whose hover gives the count, the busy time and the longest event."
+        )
+    for t, what in zip(tables, ("kernels", "ops", "source lines")):
+        if t["total_rows"] > t["shown_rows"]:
+            notes.append(f"The {what} table shows the top {t['shown_rows']} of {t['total_rows']} rows.")
+    return notes
+
+
+def _plain(value: Any) -> Any:
+    """Numpy scalars and containers -> Python values json can write."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError):
+        return a == b
+
+
+def _stem(source: str) -> str:
+    name = Path(source).name if source else ""
+    for suffix in (".gz", ".json", ".parquet", ".pq", ".pt.trace"):
+        name = name.removesuffix(suffix)
+    return name

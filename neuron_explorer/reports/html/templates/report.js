@@ -1,0 +1,312 @@
+/* Neuron Explorer report: builds the page from the JSON in #report-data.
+ * Trace strings are untrusted: they are written with textContent only (never innerHTML), and
+ * text handed to Plotly, which understands a little HTML, goes through plotlyText(). */
+(function () {
+  "use strict";
+  var started = performance.now();
+  var DATA = JSON.parse(document.getElementById("report-data").textContent);
+  var STRINGS = DATA.strings || [];
+  var KIND_LABELS = { cpu_op: "host op", kernel: "kernel", collective: "collective", memcpy: "memcpy", memset: "memset" };
+  var rendered = [];
+
+  function plotlyText(s) {
+    return String(s == null ? "" : s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text != null) node.textContent = String(text);
+    return node;
+  }
+  function fmtNs(ns) {
+    if (ns == null) return "–";
+    var a = Math.abs(ns);
+    if (a >= 1e9) return (ns / 1e9).toFixed(2) + " s";
+    if (a >= 1e6) return (ns / 1e6).toFixed(a >= 1e8 ? 1 : 2) + " ms";
+    if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e5 ? 0 : 1) + " µs";
+    return Math.round(ns) + " ns";
+  }
+  function fmtBytes(b) {
+    if (b == null) return "–";
+    var u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0, v = Math.abs(b);
+    while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+    return (b < 0 ? "-" : "") + v.toFixed(i ? 1 : 0) + " " + u[i];
+  }
+  function fmtNum(v) { return v == null ? "–" : Number(v).toLocaleString("en-US"); }
+  function fmtMetric(m) {
+    if (m == null || typeof m !== "object") return String(m);
+    var v = m.value, unit = m.unit || "";
+    if (typeof v === "number") {
+      if (unit === "ns") return fmtNs(v);
+      if (unit === "bytes") return fmtBytes(v);
+      v = Number.isInteger(v) ? fmtNum(v) : unit.charAt(0) === "%" ? v.toFixed(1)
+        : v.toFixed(Math.abs(v) >= 100 ? 1 : 3).replace(/\.?0+$/, "");
+    }
+    return String(v) + (unit ? (unit === "%" ? "%" : " " + unit) : "");
+  }
+  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+
+  // ------------------------------------------------------------------ header and notes
+  function renderHeader() {
+    var h = DATA.header;
+    document.getElementById("workload").textContent = h.workload;
+    document.title = h.workload + " · Neuron Explorer report";
+    var verdict = document.getElementById("verdict");
+    verdict.textContent = h.verdict || "No verdict: the analysis found nothing to rank.";
+    var facts = document.getElementById("facts");
+    var devices = h.device_names.length ? h.device_names.join(", ") : "";
+    var devList = h.devices.length ? h.devices.join(", ") : (h.device_types.join(", ") || "none (host only)");
+    [
+      ["Device", devices ? devices + " (" + devList + ")" : devList],
+      ["PyTorch", h.torch_version || "unknown"],
+      ["Ranks", h.ranks.length ? h.ranks.join(", ") + (h.world_size ? " of " + h.world_size : "") : "–"],
+      ["Steps", h.num_steps ? String(h.num_steps) : "no ProfilerStep (whole trace)"],
+      ["Wall time", fmtNs(h.wall_ns)],
+      ["Events", fmtNum(h.events)],
+      ["Trace", h.source || "–"],
+    ].concat(h.original ? [["Converted from", h.original]] : []).forEach(function (kv) {
+      var d = el("div"); d.appendChild(el("dt", null, kv[0])); d.appendChild(el("dd", null, kv[1])); facts.appendChild(d);
+    });
+    if (DATA.notes.length) {
+      document.getElementById("notes-section").hidden = false;
+      var ul = document.getElementById("notes");
+      DATA.notes.forEach(function (n) { ul.appendChild(el("li", null, n)); });
+    }
+  }
+
+  // ------------------------------------------------------------------ findings
+  function renderFindings() {
+    var box = document.getElementById("findings-list");
+    var wall = DATA.header.wall_ns;
+    if (!DATA.findings.length) box.appendChild(el("p", { class: "empty" }, "No rule fired on this trace."));
+    DATA.findings.forEach(function (f, i) {
+      var art = el("article", { class: "finding sev-" + (["info", "warning", "error"].indexOf(f.severity) >= 0 ? f.severity : "info") });
+      var h3 = el("h3");
+      h3.appendChild(el("span", { class: "sev" }, f.severity));
+      h3.appendChild(el("span", null, (i + 1) + ". " + f.title));
+      if (f.cost_ns > 0) {
+        var pct = wall > 0 ? " (" + (100 * f.cost_ns / wall).toFixed(1) + "% of wall time)" : "";
+        h3.appendChild(el("span", { class: "cost" }, "costs ~" + fmtNs(f.cost_ns) + pct));
+      }
+      h3.appendChild(el("span", { class: "rule" }, f.rule_id + (f.rank != null ? " · rank " + f.rank : "")));
+      art.appendChild(h3);
+      art.appendChild(el("p", null, f.message));
+      var names = Object.keys(f.metrics);
+      if (names.length) {
+        var m = el("div", { class: "metrics" });
+        names.forEach(function (n) {
+          var s = el("span"); s.appendChild(el("b", null, n.replace(/_/g, " ") + ": "));
+          s.appendChild(document.createTextNode(fmtMetric(f.metrics[n])));
+          if (f.threshold[n]) s.appendChild(document.createTextNode(" (threshold " + fmtMetric(f.threshold[n]) + ")"));
+          m.appendChild(s);
+        });
+        art.appendChild(m);
+      }
+      if (f.source_lines.length) {
+        art.appendChild(el("p", null, "Source lines:"));
+        var ul = el("ul");
+        f.source_lines.forEach(function (sl) {
+          var li = el("li");
+          li.appendChild(el("code", null, (sl.file || "?") + ":" + (sl.line == null ? "?" : sl.line)));
+          if (sl.func) li.appendChild(document.createTextNode(" in " + sl.func));
+          if (sl.ns != null) li.appendChild(document.createTextNode(" · " + fmtNs(sl.ns)));
+          if (sl.code) { li.appendChild(document.createTextNode(" ")); li.appendChild(el("span", { class: "code" }, sl.code.trim())); }
+          ul.appendChild(li);
+        });
+        art.appendChild(ul);
+      }
+      if (f.recommendation) {
+        var fix = el("p", { class: "fix" }); fix.appendChild(el("b", null, "Fix: "));
+        fix.appendChild(document.createTextNode(f.recommendation)); art.appendChild(fix);
+      }
+      box.appendChild(art);
+    });
+    if (DATA.skipped.length) {
+      document.getElementById("skipped-box").hidden = false;
+      var ul = document.getElementById("skipped");
+      DATA.skipped.forEach(function (s) {
+        var li = el("li"); li.appendChild(el("code", null, s.rule_id)); li.appendChild(document.createTextNode(": " + s.reason));
+        ul.appendChild(li);
+      });
+    }
+  }
+
+  // ------------------------------------------------------------------ figures
+  function themed(layout) {
+    var fg = cssVar("--fg"), grid = cssVar("--grid"), muted = cssVar("--muted");
+    var out = Object.assign({}, layout, {
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+      font: { color: fg, family: "system-ui, -apple-system, Segoe UI, Roboto, Arial, sans-serif", size: 12 },
+      colorway: ["--c0", "--c1", "--c2", "--c3", "--c4", "--c5", "--c6", "--c7"].map(cssVar),
+      hoverlabel: { namelength: -1, font: { family: "ui-monospace, Menlo, Consolas, monospace", size: 12 } },
+      margin: Object.assign({ l: 60, r: 20, t: 20, b: 50 }, layout.margin || {}),
+    });
+    Object.keys(out).forEach(function (k) {
+      if (/^[xy]axis\d*$/.test(k)) out[k] = Object.assign({ gridcolor: grid, zerolinecolor: grid, linecolor: muted }, out[k]);
+    });
+    if (!out.xaxis) out.xaxis = { gridcolor: grid, zerolinecolor: grid };
+    if (!out.yaxis) out.yaxis = { gridcolor: grid, zerolinecolor: grid };
+    return out;
+  }
+  var CONFIG = { displaylogo: false, responsive: true, scrollZoom: false, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+
+  function plot(name, fig, emptyText) {
+    var div = document.querySelector('[data-figure="' + name + '"]');
+    if (!fig || !fig.data || !fig.data.length) {
+      div.replaceWith(el("p", { class: "empty", "data-empty-figure": name }, emptyText));
+      return;
+    }
+    var layout = fig.layout || {};
+    if (!layout.height) layout.height = name === "kernels" || name === "ops" || name === "lines" ? 120 + 26 * Math.min(15, fig.data[0].y.length) * (fig.data.length > 1 ? 1.6 : 1) : 380;
+    Plotly.newPlot(div, fig.data, themed(layout), CONFIG);
+    rendered.push({ div: div, layout: layout });
+  }
+
+  // ------------------------------------------------------------------ timeline
+  var TL = DATA.timeline;
+  function timelineFigure(step) {
+    var seg = step.segments, lanes = step.lanes.map(plotlyText);
+    var colors = ["--c5", "--c0", "--c2", "--c1", "--c4"].map(cssVar);
+    var traces = TL.kinds.map(function (k, i) {
+      return { type: "bar", orientation: "h", name: KIND_LABELS[k] || k, x: [], base: [], y: [], hovertext: [],
+        hoverinfo: "text", marker: { color: colors[i % colors.length], line: { width: 0 } } };
+    });
+    for (var j = 0; j < seg.lane.length; j++) {
+      var t = traces[seg.kind[j]];
+      var name = seg.name[j] >= 0 ? STRINGS[seg.name[j]] : "?";
+      var src = seg.src[j] >= 0 ? STRINGS[seg.src[j]] : null;
+      var text = seg.count[j] > 1
+        ? seg.count[j] + " events merged, busy " + fmtNs(seg.busy[j]) + " of " + fmtNs(seg.dur[j]) + "<br>longest: " + plotlyText(name)
+        : plotlyText(name) + "<br>" + fmtNs(seg.dur[j]);
+      var module = seg.module[j] >= 0 ? STRINGS[seg.module[j]] : null;
+      text += "<br>starts at " + fmtNs(seg.start[j]) + (src ? "<br>source: " + plotlyText(src) : "") +
+        (module ? "<br>module: " + plotlyText(module) : "");
+      t.base.push(seg.start[j] / 1e6);
+      t.x.push(Math.max(seg.dur[j], 1) / 1e6);
+      t.y.push(lanes[seg.lane[j]]);
+      t.hovertext.push(text);
+    }
+    return {
+      data: traces.filter(function (t) { return t.x.length; }),
+      layout: {
+        barmode: "overlay", bargap: 0.25, height: 140 + 38 * lanes.length,
+        xaxis: { title: { text: "ms since the step started" }, zeroline: false },
+        yaxis: { type: "category", autorange: "reversed", automargin: true, categoryorder: "array", categoryarray: lanes },
+        legend: { orientation: "h", y: 1.12 }, margin: { t: 40 },
+      },
+    };
+  }
+  function renderTimeline() {
+    var select = document.getElementById("step-select");
+    var div = document.querySelector('[data-figure="timeline"]');
+    if (!TL.steps.length) {
+      select.parentNode.hidden = true;
+      div.replaceWith(el("p", { class: "empty", "data-empty-figure": "timeline" }, "No device work or host ops to draw: the trace holds none."));
+      return;
+    }
+    var slowest = 0;
+    TL.steps.forEach(function (s, i) {
+      if (s.dur_ns > TL.steps[slowest].dur_ns) slowest = i;
+      var label = (s.step < 0 ? "whole trace" : "step " + s.step) + " · " + fmtNs(s.dur_ns);
+      select.appendChild(el("option", { value: String(i) }, label));
+    });
+    select.options[slowest].textContent += " (slowest)";
+    function show(i) {
+      var s = TL.steps[i];
+      var fig = timelineFigure(s);
+      var n = s.segments.lane.length;
+      document.getElementById("timeline-info").textContent = fmtNum(s.events) + " events" +
+        (s.downsampled ? ", drawn as " + fmtNum(n) + " bars (downsampled: nearby events merged)" : "");
+      Plotly.react(div, fig.data, themed(fig.layout), CONFIG);
+      return fig;
+    }
+    select.value = String(slowest);
+    var fig = show(slowest);
+    rendered.push({ div: div, layout: fig.layout, timeline: true });
+    select.addEventListener("change", function () {
+      var f = show(Number(select.value));
+      rendered.forEach(function (r) { if (r.timeline) r.layout = f.layout; });
+    });
+  }
+
+  // ------------------------------------------------------------------ tables
+  var NUMERIC = ["int", "float", "ns", "bytes", "pct"];
+  function renderTable(name) {
+    var spec = DATA.tables[name], host = document.querySelector('[data-table="' + name + '"]');
+    if (!spec.columns.length || !spec.shown_rows) { host.remove(); return; }
+    var cols = spec.columns, n = spec.shown_rows, order = [];
+    for (var i = 0; i < n; i++) order.push(i);
+    var table = el("table"), thead = el("thead"), tr = el("tr"), tbody = el("tbody");
+    function cell(col, r) {
+      var v = spec.rows[col.key][r], numeric = NUMERIC.indexOf(col.type) >= 0;
+      var td = el("td", numeric ? { class: "num" } : null);
+      if (col.type === "code") { if (v) td.appendChild(el("span", { class: "code" }, v.trim())); return td; }
+      td.textContent = col.type === "ns" ? fmtNs(v) : col.type === "bytes" ? fmtBytes(v)
+        : col.type === "pct" ? (v == null ? "–" : v.toFixed(2) + "%") : col.type === "int" ? fmtNum(v)
+        : col.type === "float" ? (v == null ? "–" : v.toFixed(2)) : (v == null ? "–" : v);
+      if (col.type === "ns" && v != null) td.title = fmtNum(v) + " ns";
+      return td;
+    }
+    function fill() {
+      tbody.textContent = "";
+      order.forEach(function (r) {
+        var row = el("tr");
+        cols.forEach(function (c) { row.appendChild(cell(c, r)); });
+        tbody.appendChild(row);
+      });
+    }
+    cols.forEach(function (c) {
+      var numeric = NUMERIC.indexOf(c.type) >= 0;
+      var th = el("th", numeric ? { class: "num", "aria-sort": "none" } : { "aria-sort": "none" });
+      var b = el("button", { type: "button", title: "sort by " + c.label }, c.label);
+      b.addEventListener("click", function () {
+        var desc = th.getAttribute("aria-sort") !== "descending";
+        tr.querySelectorAll("th").forEach(function (o) { o.setAttribute("aria-sort", "none"); });
+        th.setAttribute("aria-sort", desc ? "descending" : "ascending");
+        var vals = spec.rows[c.key];
+        order.sort(function (a, z) {
+          var x = vals[a], y = vals[z];
+          if (x == null) return y == null ? 0 : 1;
+          if (y == null) return -1;
+          var cmp = numeric ? x - y : String(x).localeCompare(String(y));
+          return desc ? -cmp : cmp;
+        });
+        fill();
+      });
+      th.appendChild(b); tr.appendChild(th);
+    });
+    thead.appendChild(tr); table.appendChild(thead); table.appendChild(tbody); fill();
+    host.appendChild(table);
+    if (spec.total_rows > spec.shown_rows) {
+      host.after(el("p", { class: "table-note" }, "Showing the top " + fmtNum(spec.shown_rows) + " of " + fmtNum(spec.total_rows) + " rows."));
+    }
+  }
+
+  // Follow the system theme live: re-theme every figure when it flips.
+  function watchTheme() {
+    var mq = window.matchMedia("(prefers-color-scheme: dark)");
+    var flip = function () {
+      rendered.forEach(function (r) {
+        if (r.timeline) { document.getElementById("step-select").dispatchEvent(new Event("change")); return; }
+        Plotly.relayout(r.div, themed(r.layout));
+      });
+    };
+    if (mq.addEventListener) mq.addEventListener("change", flip);
+  }
+
+  renderHeader();
+  renderFindings();
+  var F = DATA.figures;
+  plot("breakdown", F.breakdown, "No step breakdown: the trace has no host or device spans.");
+  renderTimeline();
+  plot("kernels", F.kernels, "No device kernels in this trace (a host-only or empty profile).");
+  renderTable("kernels");
+  plot("ops", F.ops, "No framework ops in this trace.");
+  renderTable("ops");
+  plot("lines", F.lines, "No source-line attribution in this trace: record with with_stack=True (or neuron-explorer record) to map time to lines of code.");
+  renderTable("lines");
+  plot("memory", F.memory, "No memory events in this trace: record with profile_memory=True to see a memory timeline.");
+  renderTable("memory");
+  watchTheme();
+  window.__neuronExplorerReport = { ready: true, renderMs: performance.now() - started, figures: rendered.length };
+})();

@@ -1,0 +1,63 @@
+"""Display labels for numbers (durations, counts, bytes, percentages): the TUI's only formatting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuron_explorer.tui.snapshots import Column
+
+
+def fmt_ns(ns: float | int | None) -> str:
+    """``1_234_000`` -> ``"1.23 ms"``; three significant digits from ns to s."""
+    if ns is None:
+        return ""
+    ns = float(ns)
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{sign}{_sig(ns / scale)} {unit}"
+    return f"{sign}{ns:.0f} ns"
+
+
+def _sig(x: float) -> str:
+    return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+
+
+def fmt_bytes(n: float | int | None) -> str:
+    if n is None:
+        return ""
+    n = float(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{_sig(n / scale)} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_value(column: Column, value: Any) -> str:
+    """A table cell as text, by the column's unit."""
+    if value is None:
+        return ""
+    if column.unit == "ns":
+        return fmt_ns(value)
+    if column.unit == "bytes":
+        return fmt_bytes(value)
+    if column.unit == "%":
+        return f"{float(value):.1f}%"
+    if column.unit == "count" and isinstance(value, (int, float)):
+        return f"{int(value):,}"
+    return str(value)
+
+
+def fmt_metric(m: dict[str, Any]) -> str:
+    """A finding's ``{"value": v, "unit": u}`` as text, durations in readable units."""
+    value, unit = m.get("value"), m.get("unit") or ""
+    if isinstance(value, (int, float)) and unit == "ns":
+        return fmt_ns(value)
+    if isinstance(value, (int, float)) and unit == "bytes":
+        return fmt_bytes(value)
+    if isinstance(value, float):
+        value = f"{value:,.4g}"
+    elif isinstance(value, int):
+        value = f"{value:,}"
+    return f"{value} {unit}".strip() if unit not in ("%",) else f"{value}%"

@@ -1,0 +1,161 @@
+"""The text-mode timeline: one step of one rank, one lane per host thread and device queue.
+
+``timeline(source, rank, step)`` cuts the step's events out of the trace once and merges each
+lane's spans into non-overlapping busy intervals per kind; ``render_cells`` turns a zoomed and
+panned window of those intervals into per-character coverage, with prefix sums and binary
+search, so zooming a step of a 5M-event trace redraws without touching the trace again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
+from neuron_explorer.tui.data import TraceSource
+from neuron_explorer.tui.snapshots import Lane, Timeline, TimelineEvent, frozen_array
+
+#: Kinds drawn on host lanes; device lanes draw DEVICE_KINDS.
+HOST_LANE_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.SYNC)
+#: The kind shown in a cell when several overlap it: the first listed that covers it most.
+LONGEST_SHOWN = 12
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [start, end) spans as sorted, disjoint intervals (nested host ops collapse)."""
+    if len(starts) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    order = np.argsort(starts, kind="stable")
+    s = starts[order]
+    e = ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    group = np.cumsum(new) - 1
+    out_s = s[new]
+    out_e = np.zeros(len(out_s), dtype=np.int64)
+    np.maximum.at(out_e, group, e)
+    return out_s, out_e
+
+
+def covered(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Nanoseconds of disjoint sorted intervals that fall in each bin between ``edges``."""
+    if len(starts) == 0:
+        return np.zeros(len(edges) - 1, dtype=np.int64)
+    durs = ends - starts
+    before = np.concatenate(([0], np.cumsum(durs)))
+    idx = np.searchsorted(starts, edges, side="right") - 1
+    safe = np.clip(idx, 0, None)
+    partial = np.clip(edges - starts[safe], 0, durs[safe])
+    upto = np.where(idx >= 0, before[safe] + partial, 0)
+    return np.diff(upto)
+
+
+def timeline(source: TraceSource, rank: int | None = None, step: int | None = None) -> Timeline:
+    """The lanes of one step (the first step of the first rank by default)."""
+    e = source.trace.events
+    steps_df = source.frame([Kind.STEP], ["rank", "step", "start_ns", "dur_ns"]).sort_values(["rank", "step"])
+    all_steps = tuple(dict.fromkeys(zip(steps_df["rank"].tolist(), steps_df["step"].tolist())))
+    ranks = source.trace.ranks or [0]
+    if rank is None:
+        rank = all_steps[0][0] if all_steps else ranks[0]
+    if step is None and all_steps:
+        step = next((s for r, s in all_steps if r == rank), None)
+
+    kind = pc.cast(e["kind"], pa.string())
+    lane_kinds = pa.array([*HOST_LANE_KINDS, *DEVICE_KINDS])
+    mask = pc.and_(pc.is_in(kind, value_set=lane_kinds), pc.equal(e["rank"], rank))
+    if step is not None:
+        mask = pc.and_(mask, pc.equal(e["step"], step))
+    table = e.filter(mask).select(["kind", "name", "tid", "device", "stream", "start_ns", "dur_ns"])
+    frame = source_frame_small(table)
+    if step is not None and len(steps_df):
+        row = steps_df[(steps_df["rank"] == rank) & (steps_df["step"] == step)]
+        step_start = int(row["start_ns"].min()) if len(row) else None
+    else:
+        step_start = None
+    starts = frame["start_ns"]
+    ends = starts + frame["dur_ns"]
+    lo = int(min(starts.min(), step_start or starts.min())) if len(frame["start_ns"]) else 0
+    hi = int(ends.max()) if len(ends) else lo + 1
+    lanes = _lanes(frame)
+    return Timeline(rank, step, lo, max(hi, lo + 1), lanes, _longest(frame), all_steps)
+
+
+def source_frame_small(table: pa.Table) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name in table.column_names:
+        col = table[name]
+        if pa.types.is_integer(col.type):
+            out[name] = pc.fill_null(col, -1).to_numpy().astype(np.int64, copy=False)
+        else:
+            out[name] = np.asarray(pc.cast(col, pa.string()).to_numpy(zero_copy_only=False), dtype=object)
+    return out
+
+
+def _lane_keys(frame: dict[str, np.ndarray]) -> np.ndarray:
+    is_host = np.isin(frame["kind"], HOST_LANE_KINDS)
+    host_label = np.char.add("host thread ", frame["tid"].astype(str))
+    dev_label = np.char.add(
+        np.char.add("device ", frame["device"].astype(str)), np.char.add(" queue ", frame["stream"].astype(str))
+    )
+    return np.where(is_host, host_label, dev_label)
+
+
+def _lanes(frame: dict[str, np.ndarray]) -> tuple[Lane, ...]:
+    if len(frame["kind"]) == 0:
+        return ()
+    keys = _lane_keys(frame)
+    starts = frame["start_ns"]
+    ends = starts + frame["dur_ns"]
+    lanes = []
+    # One iteration per lane and kind (tens), each lane's spans merged with numpy.
+    for label in sorted(set(keys.tolist()), key=lambda k: (not k.startswith("host"), _natural(k))):
+        in_lane = keys == label
+        intervals = {}
+        for kind in sorted(set(frame["kind"][in_lane].tolist())):
+            m = in_lane & (frame["kind"] == kind)
+            s, en = merge_intervals(starts[m], ends[m])
+            intervals[kind] = (frozen_array(s), frozen_array(en))
+        lanes.append(Lane(label, "host" if label.startswith("host") else "device", intervals, int(in_lane.sum())))
+    return tuple(lanes)
+
+
+def _natural(label: str) -> tuple:
+    return tuple(int(p) if p.lstrip("-").isdigit() else p for p in label.split())
+
+
+def _longest(frame: dict[str, np.ndarray]) -> tuple[TimelineEvent, ...]:
+    if len(frame["kind"]) == 0:
+        return ()
+    top = np.argsort(-frame["dur_ns"], kind="stable")[:LONGEST_SHOWN]
+    keys = _lane_keys({k: v[top] for k, v in frame.items()})
+    return tuple(
+        TimelineEvent(
+            str(keys[i]),
+            str(frame["kind"][j]),
+            str(frame["name"][j]),
+            int(frame["start_ns"][j]),
+            int(frame["dur_ns"][j]),
+        )
+        for i, j in enumerate(top)
+    )
+
+
+#: Characters for a cell's busy fraction: empty, <25 %, <50 %, <75 %, full.
+SHADES = " ░▒▓█"
+
+
+def render_cells(lane: Lane, start_ns: int, end_ns: int, width: int) -> list[tuple[str, str]]:
+    """(character, dominant kind) per cell of ``width`` cells covering [start_ns, end_ns)."""
+    edges = np.linspace(start_ns, end_ns, width + 1).round().astype(np.int64)
+    bin_ns = np.maximum(np.diff(edges), 1)
+    kinds = list(lane.intervals)
+    if not kinds:
+        return [(" ", "")] * width
+    per_kind = np.vstack([covered(s, e, edges) for s, e in lane.intervals.values()])
+    dominant = per_kind.argmax(axis=0)
+    fraction = np.clip(per_kind.max(axis=0) / bin_ns, 0, 1)
+    shade = np.where(fraction <= 0, 0, np.minimum(1 + (fraction * 4).astype(int), 4))
+    return [(SHADES[sh], kinds[d] if sh else "") for sh, d in zip(shade.tolist(), dominant.tolist())]

@@ -1,0 +1,1 @@
+"""The six views of the TUI, one module per view (Ops and Kernels share ``explore``)."""

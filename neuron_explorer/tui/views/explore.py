@@ -1,0 +1,124 @@
+"""The Ops and Kernels views: a sortable, filterable table; choosing a row drills down.
+
+The table is the analysis' (``Analysis.ops`` / ``.kernels``); the drill-down (calls, source
+lines, kernels or launching ops) is a trace query run in a worker, the latest choice winning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Input, Static
+
+from neuron_explorer.tui.snapshots import Detail, TableSnapshot
+from neuron_explorer.tui.tables import kernels_table, ops_table
+from neuron_explorer.tui.widgets import SnapshotTable
+
+if TYPE_CHECKING:
+    from neuron_explorer.analyzers import Analysis
+    from neuron_explorer.tui.data import TraceSource
+
+
+class ExplorePane(Vertical):
+    """One name-keyed analysis table with its drill-down below it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
+
+    noun = "ops"
+    related_title = "Kernels"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="explore")
+
+    def table_of(self, analysis: Analysis) -> TableSnapshot:
+        raise NotImplementedError
+
+    def detail_of(self) -> Callable[[TraceSource, str], Detail]:
+        raise NotImplementedError
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder=f"filter {self.noun} by name  ( / )", classes="filter")
+        yield SnapshotTable(classes="main-table")
+        yield Static(f"analyzing… then choose one of the {self.noun} (enter) to see its calls", classes="detail-title")
+        with Horizontal(classes="detail"):
+            yield SnapshotTable(classes="calls")
+            yield SnapshotTable(classes="lines")
+            yield SnapshotTable(classes="related")
+
+    def on_mount(self) -> None:
+        self.query_one(".main-table").border_title = self.noun.capitalize()
+        self.query_one(".calls").border_title = "Calls"
+        self.query_one(".lines").border_title = "Source lines"
+        self.query_one(".related").border_title = self.related_title
+
+    def show_analysis(self, analysis: Analysis) -> None:
+        self.query_one(".main-table", SnapshotTable).show(self.table_of(analysis))
+        self.query_one(".detail-title", Static).update(
+            f"choose one of the {self.noun} (enter or click) to see its calls"
+        )
+
+    def show_analysis_error(self, message: str) -> None:
+        self.query_one(".detail-title", Static).update(f"analysis unavailable: {message}")
+
+    def action_leave_filter(self) -> None:
+        self.screen.set_focus(self.query_one(".main-table", SnapshotTable))
+
+    def focus_filter(self) -> None:
+        self.screen.set_focus(self.query_one(Input))  # now: the next keys are typed into it
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one(".main-table", SnapshotTable).set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(".main-table", SnapshotTable).focus()
+
+    def on_snapshot_table_chosen(self, event: SnapshotTable.Chosen) -> None:
+        if event.table.has_class("main-table"):
+            self.choose(str(event.row[0]))
+
+    def choose(self, name: str) -> None:
+        self.query_one(".detail-title", Static).update(Text.assemble((name, "bold"), "  loading…"))
+        self.load_detail(name)
+
+    @work(thread=True, exclusive=True, group="detail")
+    def load_detail(self, name: str) -> None:
+        detail = self.detail_of()(self.app.source, name)  # type: ignore[attr-defined]
+        self.app.call_from_thread(self.show_detail, detail)
+
+    def show_detail(self, detail: Detail) -> None:
+        self.query_one(".detail-title", Static).update(Text(detail.name, style="bold"))
+        self.query_one(".calls", SnapshotTable).show(detail.calls)
+        self.query_one(".lines", SnapshotTable).show(detail.source_lines)
+        self.query_one(".related", SnapshotTable).show(detail.related)
+
+
+class OpsPane(ExplorePane):
+    noun = "ops"
+    related_title = "Kernels"
+
+    def table_of(self, analysis: Analysis) -> TableSnapshot:
+        return ops_table(analysis)
+
+    def detail_of(self) -> Callable[[TraceSource, str], Detail]:
+        from neuron_explorer.tui.queries import op_detail  # pandas: loaded after the first paint
+
+        return op_detail
+
+
+class KernelsPane(ExplorePane):
+    noun = "kernels"
+    related_title = "Launching ops"
+
+    def table_of(self, analysis: Analysis) -> TableSnapshot:
+        return kernels_table(analysis)
+
+    def detail_of(self) -> Callable[[TraceSource, str], Detail]:
+        from neuron_explorer.tui.queries import kernel_detail
+
+        return kernel_detail

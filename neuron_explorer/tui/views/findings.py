@@ -1,0 +1,136 @@
+"""The Findings view: every finding, most costly first, and the evidence of the selected one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Static
+
+from neuron_explorer.tui.format import fmt_metric, fmt_ns
+from neuron_explorer.tui.snapshots import Column, TableSnapshot
+from neuron_explorer.tui.views.overview import SEVERITY_STYLE
+from neuron_explorer.tui.widgets import SnapshotTable
+
+if TYPE_CHECKING:
+    from neuron_explorer.analyzers import Analysis, Finding
+
+FINDING_COLUMNS = (
+    Column("title", "Finding", width=34),
+    Column("severity", "Severity"),
+    Column("cost_ns", "Cost", "ns"),
+    Column("rule_id", "Rule", width=20),
+)
+#: Source lines and time ranges listed in a finding's detail.
+MAX_LISTED = 10
+
+
+class FindingsPane(Horizontal):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.findings: list[Finding] = []
+        self.origin_ns = 0
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="findings-list"):
+            yield Input(placeholder="filter findings  ( / )", id="findings-filter", classes="filter")
+            yield SnapshotTable(id="findings-table")
+        with VerticalScroll(id="findings-detail", classes="panel"):
+            yield Static("analyzing…", id="findings-detail-body")
+
+    def on_mount(self) -> None:
+        self.query_one("#findings-detail").border_title = "Detail"
+        self.query_one(SnapshotTable).border_title = "Findings"
+
+    def show_analysis(self, analysis: Analysis, origin_ns: int) -> None:
+        self.findings = list(analysis.findings)
+        self.origin_ns = origin_ns
+        rows = tuple((f.title, f.severity, f.cost_ns, f.rule_id, i) for i, f in enumerate(self.findings))
+        table = self.query_one(SnapshotTable)
+        table.show(TableSnapshot(FINDING_COLUMNS, tuple(r[:4] for r in rows), note=_skipped_note(analysis)))
+        body = self.query_one("#findings-detail-body", Static)
+        if self.findings:
+            self.show_finding(0)
+        else:
+            body.update(Text("No rule fired on this trace.", style="green"))
+
+    def show_analysis_error(self, message: str) -> None:
+        self.query_one("#findings-detail-body", Static).update(Text(f"analysis unavailable: {message}", style="red"))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one(SnapshotTable).set_filter(event.value)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.show_finding(int(event.row_key.value))
+
+    def on_snapshot_table_chosen(self, event: SnapshotTable.Chosen) -> None:
+        self.query_one("#findings-detail").focus()
+
+    def show_finding(self, index: int) -> None:
+        if 0 <= index < len(self.findings):
+            self.query_one("#findings-detail-body", Static).update(
+                finding_renderable(self.findings[index], self.origin_ns)
+            )
+
+    def action_leave_filter(self) -> None:
+        self.screen.set_focus(self.query_one(SnapshotTable))
+
+    def focus_filter(self) -> None:
+        self.screen.set_focus(self.query_one("#findings-filter", Input))  # now: the next keys are typed into it
+
+
+def _skipped_note(analysis: Analysis) -> str:
+    skipped = list(getattr(analysis, "skipped", []) or [])
+    return f"{len(skipped)} rules skipped" if skipped else ""
+
+
+def finding_renderable(f: Finding, origin_ns: int = 0) -> Group:
+    """A finding's full evidence: message, numbers vs thresholds, lines, time ranges, fix."""
+    parts: list[Any] = [
+        Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold")),
+        Text(
+            f"{f.rule_id} · estimated cost {fmt_ns(f.cost_ns)}" + (f" · rank {f.rank}" if f.rank is not None else ""),
+            style="dim",
+        ),
+        Text(""),
+        Text(f.message),
+    ]
+    if f.metrics:
+        numbers = Table(title="Evidence", title_justify="left", box=None, header_style="bold")
+        numbers.add_column("Metric")
+        numbers.add_column("Value", justify="right")
+        numbers.add_column("Threshold", justify="right")
+        for name, m in f.metrics.items():
+            th = f.threshold.get(name)
+            numbers.add_row(name, fmt_metric(m), fmt_metric(th) if th else "")
+        for name, th in f.threshold.items():
+            if name not in f.metrics:
+                numbers.add_row(name, "", fmt_metric(th))
+        parts += [Text(""), numbers]
+    if f.source_lines:
+        lines = Table(title="Source lines", title_justify="left", box=None, header_style="bold")
+        lines.add_column("Line")
+        lines.add_column("Function")
+        lines.add_column("Time", justify="right")
+        for sl in f.source_lines[:MAX_LISTED]:
+            lines.add_row(f"{sl.get('file')}:{sl.get('line')}", str(sl.get("func") or ""), fmt_ns(sl.get("ns")))
+        parts += [Text(""), lines]
+    if f.time_ranges:
+        shown = ", ".join(f"+{fmt_ns(s - origin_ns)}…+{fmt_ns(e - origin_ns)}" for s, e in f.time_ranges[:MAX_LISTED])
+        more = f" (+{len(f.time_ranges) - MAX_LISTED} more)" if len(f.time_ranges) > MAX_LISTED else ""
+        parts += [Text(""), Text.assemble(("When: ", "bold"), shown + more)]
+    if f.event_ids:
+        parts.append(
+            Text.assemble(("Events: ", "bold"), f"{len(f.event_ids):,} (ids {', '.join(map(str, f.event_ids[:5]))}…)")
+        )
+    if f.recommendation:
+        parts += [Text(""), Text("Fix", style="bold green"), Text(f.recommendation)]
+    return Group(*parts)

@@ -1,0 +1,158 @@
+"""The Overview view: what the trace holds, how step time splits, and the top findings.
+
+The trace facts (devices, ranks, steps, span) paint first; the breakdown and findings appear
+when the analysis worker finishes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Sparkline, Static
+
+from neuron_explorer.tui.format import fmt_ns
+from neuron_explorer.tui.snapshots import Overview
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from neuron_explorer.analyzers import Analysis
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+#: Breakdown parts in bar order, with their colors.
+PARTS: tuple[tuple[str, str, str], ...] = (
+    ("compute_ns", "compute", "green3"),
+    ("communication_ns", "communication", "magenta"),
+    ("memcpy_ns", "memcpy", "yellow"),
+    ("memset_ns", "memset", "light_salmon3"),
+    ("host_exposed_ns", "host exposed", "dodger_blue2"),
+    ("idle_ns", "idle", "grey50"),
+)
+BAR_WIDTH = 50
+TOP_FINDINGS = 5
+
+
+class OverviewPane(VerticalScroll):
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="overview-top"):
+            yield Static("reading the trace…", id="overview-facts", classes="panel")
+            with VerticalScroll(id="overview-steps", classes="panel"):
+                yield Static("", id="overview-steps-label")
+                yield Sparkline([], id="overview-sparkline")
+        # Findings first: on a small terminal they are what must be on screen without scrolling.
+        yield Static("analyzing…", id="overview-findings", classes="panel")
+        yield Static("analyzing…", id="overview-breakdown", classes="panel")
+        yield Static("", id="overview-devices", classes="panel")
+
+    def on_mount(self) -> None:
+        self.query_one("#overview-facts").border_title = "Trace"
+        self.query_one("#overview-steps").border_title = "Step times"
+        self.query_one("#overview-devices").border_title = "Devices"
+        self.query_one("#overview-breakdown").border_title = "Where step time goes"
+        self.query_one("#overview-findings").border_title = "Top findings"
+
+    def show_overview(self, ov: Overview) -> None:
+        facts = Table.grid(padding=(0, 2))
+        facts.add_column(style="bold")
+        facts.add_column()
+        facts.add_row("File", ov.name)
+        facts.add_row("Events", f"{ov.num_events:,}")
+        facts.add_row("Ranks", ", ".join(map(str, ov.ranks)) or "0")
+        facts.add_row("Devices", ", ".join(ov.device_types))
+        facts.add_row("Steps", str(len({(s.rank, s.step) for s in ov.steps})) if ov.steps else "none marked")
+        facts.add_row("Trace span", fmt_ns(ov.span_ns))
+        if ov.collector:
+            facts.add_row("Collector", ov.collector)
+        if ov.torch_version:
+            facts.add_row("torch", ov.torch_version)
+        self.query_one("#overview-facts", Static).update(facts)
+
+        durs = [s.dur_ns for s in ov.steps]
+        label = self.query_one("#overview-steps-label", Static)
+        if durs:
+            mean = sum(durs) / len(durs)
+            label.update(f"{len(durs)} steps · mean {fmt_ns(mean)} · min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}")
+            self.query_one("#overview-sparkline", Sparkline).data = [d / 1e6 for d in durs]
+        else:
+            label.update(Text("no ProfilerStep spans in this trace", style="dim"))
+
+        devices = Table(box=None, expand=False, header_style="bold")
+        for name, justify in (
+            ("Rank", "right"),
+            ("Device", "left"),
+            ("Queues", "right"),
+            ("Events", "right"),
+            ("Busy", "right"),
+            ("Busy % of span", "right"),
+        ):
+            devices.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for d in ov.devices:
+            pct = 100.0 * d.busy_ns / ov.span_ns if ov.span_ns else 0.0
+            devices.add_row(
+                str(d.rank),
+                f"{d.device_type}:{d.device}",
+                str(d.queues),
+                f"{d.events:,}",
+                fmt_ns(d.busy_ns),
+                f"{pct:.1f}%",
+            )
+        body = devices if ov.devices else Text("host only: no device events", style="dim")
+        self.query_one("#overview-devices", Static).update(body)
+
+    def show_analysis(self, analysis: Analysis) -> None:
+        self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.breakdown))
+        verdict = str(analysis.summary.get("verdict") or "")
+        findings = analysis.findings[:TOP_FINDINGS]
+        table = Table(box=None, header_style="bold", expand=True)
+        table.add_column("Severity", width=8)
+        table.add_column("Finding", ratio=1)
+        table.add_column("Cost", justify="right", width=10)
+        for f in findings:
+            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.title, fmt_ns(f.cost_ns))
+        parts: list = [Text(verdict, style="bold")] if verdict else []
+        parts.append(table if findings else Text("no findings: no rule fired", style="green"))
+        if len(analysis.findings) > TOP_FINDINGS:
+            parts.append(Text(f"… {len(analysis.findings) - TOP_FINDINGS} more in Findings (2)", style="dim"))
+        self.query_one("#overview-findings", Static).update(Group(*parts))
+
+    def show_analysis_error(self, message: str) -> None:
+        for wid in ("#overview-breakdown", "#overview-findings"):
+            self.query_one(wid, Static).update(Text(f"analysis unavailable: {message}", style="red"))
+
+
+def breakdown_renderable(breakdown: pd.DataFrame | None) -> Table | Text:
+    """One stacked bar per (rank, device): the parts of step wall time summed over steps."""
+    if breakdown is None or len(breakdown) == 0:
+        return Text("no step breakdown (no device work or steps)", style="dim")
+    parts = [p for p in PARTS if p[0] in breakdown.columns]
+    keys = [k for k in ("rank", "device") if k in breakdown.columns]
+    sums = breakdown.groupby(keys, dropna=False)[["wall_ns", *[p[0] for p in parts]]].sum().reset_index()
+    table = Table(box=None, header_style="bold")
+    table.add_column("Rank/device")
+    table.add_column("Wall", justify="right")
+    table.add_column("Breakdown", width=BAR_WIDTH)
+    for row in sums.itertuples(index=False):
+        r = row._asdict()
+        wall = r["wall_ns"] or 0
+        bar = Text()
+        used = 0
+        for key, _, style in parts:
+            cells = round(BAR_WIDTH * (r[key] or 0) / wall) if wall else 0
+            cells = min(cells, BAR_WIDTH - used)
+            bar.append("█" * cells, style=style)
+            used += cells
+        who = " ".join(f"{k} {r[k]}" for k in keys)
+        table.add_row(who, fmt_ns(wall), bar)
+    legend = Text()
+    for key, label, style in parts:
+        total = sums[key].sum()
+        wall = sums["wall_ns"].sum()
+        legend.append("█ ", style=style)
+        legend.append(f"{label} {100.0 * total / wall if wall else 0:.0f}%   ")
+    table.add_row("", "", legend)
+    return table

@@ -1,0 +1,1 @@
+"""Planted-bottleneck workloads: small CPU training loops, each with one known problem."""

@@ -1,0 +1,106 @@
+"""Source access for agents: code from inside the roots, nothing from outside them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from neuron_explorer.agents.source import SourceAccess, SourceAccessError, roots_of_recorded_sources
+from neuron_explorer.trace.model import Trace, conform
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> dict[str, Path]:
+    """root/ with model.py and pkg/layer.py; a secret beside root/ that must stay unreachable."""
+    root = tmp_path / "root"
+    (root / "pkg").mkdir(parents=True)
+    (root / "model.py").write_text("".join(f"line {n}\n" for n in range(1, 31)))
+    (root / "pkg" / "layer.py").write_text("def forward(x):\n    return x @ w\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password\n")
+    return {"root": root, "secret": secret, "tmp": tmp_path}
+
+
+def test_context_shows_the_numbered_lines_around_the_target(tree: dict[str, Path]) -> None:
+    ctx = SourceAccess([tree["root"]]).context("model.py", 10, context=2)
+
+    assert [(x["line"], x["text"]) for x in ctx["lines"]] == [(n, f"line {n}") for n in range(8, 13)]
+    assert [x["line"] for x in ctx["lines"] if x["is_target"]] == [10]
+    assert ctx["total_lines"] == 30
+    assert ctx["path"] == os.path.realpath(tree["root"] / "model.py")
+
+
+def test_relative_src_files_are_looked_up_in_each_root_and_absolute_ones_inside_a_root(tree: dict[str, Path]) -> None:
+    access = SourceAccess([tree["tmp"] / "elsewhere", tree["root"]])
+
+    assert access.context("pkg/layer.py", 2, context=0)["lines"][0]["text"] == "    return x @ w"
+    assert access.context(str(tree["root"] / "model.py"), 1, context=0)["lines"][0]["text"] == "line 1"
+
+
+def test_the_context_is_clipped_at_the_file_edges(tree: dict[str, Path]) -> None:
+    ctx = SourceAccess([tree["root"]]).context("model.py", 1, context=5)
+
+    assert (ctx["first_line"], ctx["last_line"]) == (1, 6)
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "../../etc/passwd", "pkg/../../secret.txt", "/etc/passwd"])
+def test_paths_that_escape_the_roots_are_refused(tree: dict[str, Path], path: str) -> None:
+    with pytest.raises(SourceAccessError, match="refused"):
+        SourceAccess([tree["root"]]).context(path, 1)
+
+
+def test_a_symlink_inside_a_root_that_points_outside_is_refused(tree: dict[str, Path]) -> None:
+    (tree["root"] / "innocent.py").symlink_to(tree["secret"])
+    (tree["root"] / "etc").symlink_to("/etc")
+
+    access = SourceAccess([tree["root"]])
+    with pytest.raises(SourceAccessError, match="refused"):
+        access.context("innocent.py", 1)
+    with pytest.raises(SourceAccessError, match="refused"):
+        access.context("etc/passwd", 1)
+
+
+def test_a_symlink_that_stays_inside_the_root_is_followed(tree: dict[str, Path]) -> None:
+    (tree["root"] / "alias.py").symlink_to(tree["root"] / "model.py")
+
+    assert SourceAccess([tree["root"]]).context("alias.py", 3, 0)["lines"][0]["text"] == "line 3"
+
+
+def test_a_root_that_is_itself_a_symlink_is_resolved_first(tree: dict[str, Path]) -> None:
+    link = tree["tmp"] / "link-to-root"
+    link.symlink_to(tree["root"], target_is_directory=True)
+
+    assert SourceAccess([link]).context("model.py", 2, 0)["lines"][0]["text"] == "line 2"
+
+
+def test_missing_files_binary_files_directories_and_lines_past_the_end_say_so(tree: dict[str, Path]) -> None:
+    (tree["root"] / "blob.bin").write_bytes(b"\x00\x01\x02")
+    access = SourceAccess([tree["root"]])
+
+    with pytest.raises(SourceAccessError, match=r"no file 'nope\.py'"):
+        access.context("nope.py", 1)
+    with pytest.raises(SourceAccessError, match="binary"):
+        access.context("blob.bin", 1)
+    with pytest.raises(SourceAccessError, match="no file 'pkg'"):
+        access.context("pkg", 1)
+    with pytest.raises(SourceAccessError, match="has 30 lines"):
+        access.context("model.py", 31)
+    with pytest.raises(SourceAccessError, match="1 or more"):
+        access.context("model.py", 0)
+
+
+def test_a_server_without_roots_shows_no_code_and_says_how_to_give_one() -> None:
+    with pytest.raises(SourceAccessError, match="--source-root"):
+        SourceAccess([]).context("model.py", 1)
+
+
+def test_recorded_roots_are_the_directories_of_existing_absolute_source_files(tree: dict[str, Path]) -> None:
+    files = [str(tree["root"] / "pkg" / "layer.py"), "relative/file.py", "/no/such/dir/x.py", None]
+    events = conform(pa.table({"src_file": pa.array(files).dictionary_encode()}))
+
+    roots = roots_of_recorded_sources([Trace(events)])
+
+    assert roots == [Path(os.path.realpath(tree["root"] / "pkg"))]

@@ -1,0 +1,71 @@
+"""The vectorized interval arithmetic under the breakdowns, checked against plain Python."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows, union_length
+
+intervals = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1000), st.integers(0, 200)), max_size=60)
+
+
+def brute_union(pairs: list[tuple[int, int]]) -> int:
+    covered: set[int] = set()
+    for s, e in pairs:
+        covered.update(range(s, e))
+    return len(covered)
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals)
+def test_union_length_per_group_matches_counting_covered_instants(items):
+    groups = np.array([g for g, _, _ in items], dtype=np.int64)
+    start = np.array([s for _, s, _ in items], dtype=np.int64)
+    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    got = union_length(groups, start, end, 4)
+    for g in range(4):
+        assert got[g] == brute_union([(s, e) for gg, s, e in zip(groups, start, end) if gg == g])
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals, st.lists(st.tuples(st.integers(0, 1), st.integers(0, 100)), min_size=1, max_size=8))
+def test_clip_to_windows_keeps_exactly_the_parts_inside_windows(items, raw_windows):
+    # windows: disjoint per rank, built from sorted boundaries
+    ranks = np.array([r for r, _ in raw_windows], dtype=np.int64)
+    ws, we, wr = [], [], []
+    for r in (0, 1):
+        cuts = sorted({c * 10 for rr, c in raw_windows if rr == r})
+        for a, b in zip(cuts[::2], cuts[1::2]):
+            ws.append(a)
+            we.append(b)
+            wr.append(r)
+    if not ws:
+        return
+    ws_a, we_a, wr_a = np.array(ws), np.array(we), np.array(wr)
+    rank = np.array([g % 2 for g, _, _ in items], dtype=np.int64)
+    start = np.array([s for _, s, _ in items], dtype=np.int64)
+    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    rows, wins, ps, pe = clip_to_windows(rank, start, end, wr_a, ws_a, we_a)
+    for i in range(len(start)):
+        # contract: the piece in the last window starting at or before the start, and the piece in
+        # the last window starting before the end (so a window inside the interval is kept)
+        mine = [w for w in range(len(ws)) if wr[w] == rank[i]]
+        firsts = [w for w in mine if ws[w] <= start[i]]
+        lasts = [w for w in mine if ws[w] < max(end[i], start[i] + 1)]
+        chosen = {max(firsts, key=lambda w: ws[w])} if firsts else set()
+        chosen |= {max(lasts, key=lambda w: ws[w])} if lasts else set()
+        expected = set()
+        for w in chosen:
+            a, b = max(start[i], ws[w]), min(end[i], we[w])
+            if b > a:
+                expected.add((w, a, b))
+        got = {(int(w), int(a), int(b)) for r, w, a, b in zip(rows, wins, ps, pe) if r == i}
+        assert got == expected
+    del ranks
+
+
+def test_merge_windows_unions_overlaps_per_rank():
+    r, s, e = merge_windows(np.array([0, 0, 0, 1]), np.array([0, 5, 20, 3]), np.array([10, 12, 25, 4]))
+    assert list(zip(r.tolist(), s.tolist(), e.tolist())) == [(0, 0, 12), (0, 20, 25), (1, 3, 4)]

@@ -1,0 +1,272 @@
+"""The TUI driven through Textual's Pilot: every view, sorting, filtering, drill-downs, files.
+
+The app runs for real (headless, 120x40) over a small hand-built trace and the real analyzers;
+assertions read what the screen shows.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from textual.pilot import Pilot
+from textual.widgets import Input, TabbedContent
+
+from neuron_explorer.analyzers import Analysis, analyze
+from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.tui.app import ExplorerApp, HelpScreen
+from neuron_explorer.tui.data import TraceSource
+from neuron_explorer.tui.views.source import SourceFileScreen
+from neuron_explorer.tui.widgets import SnapshotTable, TimelineView
+
+from .tui_trace import SOURCE_DIR, tiny_trace
+
+SIZE = (120, 40)
+
+
+@functools.cache
+def tiny_analysis() -> Analysis:
+    """The real analysis of the tiny trace, computed once for the whole module (it is pure)."""
+    return analyze(tiny_trace())
+
+
+def make_app(**kw) -> ExplorerApp:
+    kw.setdefault("analyzer", lambda trace: tiny_analysis())
+    return ExplorerApp(TraceSource(tiny_trace(), name="tiny", **kw), search_dirs=(SOURCE_DIR,))
+
+
+async def settle(pilot: Pilot) -> None:
+    """Wait until every worker has posted its snapshot and the screen is redrawn."""
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def screen_text(app: ExplorerApp) -> str:
+    # The composited screen as plain text: what a user would read in the terminal.
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def active(app: ExplorerApp) -> str:
+    return app.query_one(TabbedContent).active
+
+
+async def test_overview_shows_trace_facts_breakdown_and_top_findings() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "Events" in text and "20" in text
+        assert "2 steps · mean 10 ms" in text
+        assert "cuda:0" in text
+        assert "compute 60%" in text  # the analysis' breakdown legend
+        assert "Mostly compute-bound" in text  # the verdict
+        assert "Python outside framework ops" in text  # the top finding
+        assert app.first_paint_s is not None
+
+
+async def test_number_keys_and_tab_visit_every_view_and_focus_its_table() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for key, view in zip("234561", ("findings", "ops", "kernels", "source", "timeline", "overview")):
+            await pilot.press(key)
+            await settle(pilot)
+            assert active(app) == view
+        await pilot.press("tab")
+        assert active(app) == "findings"
+        assert app.focused is not None and app.focused.id == "findings-table"
+        await pilot.press("shift+tab", "shift+tab")
+        assert active(app) == "timeline"
+        assert isinstance(app.focused, TimelineView)
+
+
+async def test_ops_table_sorts_by_key_and_by_header_click() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        table = app.query_one("#ops-pane .main-table", SnapshotTable)
+        names = lambda: [table.row_values(i)[0] for i in table.shown]  # noqa: E731
+        await pilot.press("s")  # first column: op name, A to Z
+        assert names() == ["aten::addmm", "aten::linear", "aten::relu"]
+        assert "sorted by Op ▲" in table.border_subtitle
+        await pilot.press("s")  # calls: all 2, then host total, largest first
+        await pilot.press("s")
+        assert names() == ["aten::linear", "aten::addmm", "aten::relu"]
+        await pilot.press("r")
+        assert names() == ["aten::relu", "aten::addmm", "aten::linear"]
+        columns = table.ordered_columns
+        device_x = 1 + sum(c.get_render_width(table) for c in columns[: table.get_column_index("device_ns")])
+        await pilot.click("#ops-pane .main-table", offset=(device_x + 2, 1))  # the "Device" header
+        await pilot.pause()
+        assert "sorted by Device" in table.border_subtitle
+        assert names()[0] == "aten::addmm"
+
+
+async def test_slash_then_typing_filters_the_table_as_you_type() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("4", "slash")
+        assert isinstance(app.focused, Input)
+        await pilot.press(*"relu")
+        table = app.query_one("#kernels-pane .main-table", SnapshotTable)
+        assert [table.row_values(i)[0] for i in table.shown] == ["vectorized_elementwise_kernel<relu>"]
+        assert "1 of 4" in table.border_subtitle
+        assert "sm90_xmma_gemm" not in screen_text(app)
+        await pilot.press("backspace", "backspace", "backspace", "backspace")
+        assert len(table.shown) == 4
+
+
+async def test_choosing_an_op_shows_its_calls_source_lines_and_child_kernels() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("3", "slash", *"linear", "enter", "enter")
+        await settle(pilot)
+        text = screen_text(app)
+        pane = "#ops-pane"
+        calls = app.query_one(f"{pane} .calls", SnapshotTable)
+        assert len(calls.shown) == 2 and "2 calls" in calls.border_subtitle
+        assert "train.py:12" in text
+        # aten::linear launches its GEMM through its aten::addmm child: it still shows.
+        related = app.query_one(f"{pane} .related", SnapshotTable)
+        assert [related.row_values(i)[0] for i in related.shown] == ["sm90_xmma_gemm_bf16bf16_bf16f32"]
+
+
+async def test_choosing_a_kernel_shows_its_launches_and_launching_op() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("4", "enter")  # the first row: the costliest kernel
+        await settle(pilot)
+        related = app.query_one("#kernels-pane .related", SnapshotTable)
+        assert related.row_values(related.shown[0])[:2] == ("aten::addmm", 2)
+        assert "dev 0 q 7" in screen_text(app)
+
+
+async def test_opening_a_finding_shows_its_evidence_and_fix() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("2", "down")
+        await settle(pilot)
+        text = screen_text(app)
+        finding = app.source.analysis().findings[1]
+        assert finding.title[:30] in text
+        assert "Evidence" in text and "Fix" in text
+        assert finding.recommendation.split()[0] in text
+
+
+async def test_opening_a_readable_source_file_shows_code_with_time_gutter() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("5", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, SourceFileScreen)
+        text = screen_text(app)
+        assert "y = self.linear(x)" in text
+        line12 = next(row for row in text.splitlines() if "y = self.linear(x)" in row)
+        assert "ms" in line12  # host and device time in the gutter of the hot line
+        await pilot.press("escape")
+        assert not isinstance(app.screen, SourceFileScreen)
+
+
+async def test_a_source_file_not_on_this_machine_shows_its_line_table(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = ExplorerApp(
+        TraceSource(tiny_trace(), name="tiny", analyzer=lambda t: tiny_analysis()), search_dirs=(tmp_path,)
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("5", "enter")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "not readable on this machine" in text
+        assert "forward" in text and "12" in text
+
+
+async def test_timeline_moves_between_steps_and_zooms_and_pans() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "rank 0 · step 1 (1 of 2)" in text
+        assert "host thread 100" in text and "device 0 queue 7" in text and "device 0 queue 20" in text
+        view = app.query_one(TimelineView)
+        await pilot.press("plus", "right")
+        assert view.zoom == 2 and view.center == 0.625  # a pan moves a quarter of the visible window
+        assert "zoom ×2" in screen_text(app)
+        await pilot.press("0", "right_square_bracket")
+        await settle(pilot)
+        assert "rank 0 · step 2 (2 of 2)" in screen_text(app)
+        assert view.zoom == 1
+
+
+async def test_help_opens_with_question_mark_and_closes_with_escape() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert "switch view" in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_search_on_the_overview_jumps_to_a_kernel_and_drills_down() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.pause()
+        await pilot.press(*"kernel: vectorized")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert active(app) == "kernels"
+        assert app.query_one("#kernels-pane Input", Input).value == "vectorized_elementwise_kernel<relu>"
+        assert "aten::relu" in screen_text(app)  # the launching op in the drill-down
+
+
+async def test_a_failing_analysis_is_reported_in_the_views_not_a_crash() -> None:
+    def broken(trace):
+        raise AnalysisError("rules could not run on this trace")
+
+    app = make_app(analyzer=broken)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "analysis unavailable: rules could not run" in screen_text(app)
+        await pilot.press("3")
+        assert "analysis unavailable" in screen_text(app)
+        await pilot.press("6")  # trace-only views still work
+        await settle(pilot)
+        assert "host thread 100" in screen_text(app)
+
+
+async def test_q_quits() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_an_empty_trace_does_not_crash_any_view() -> None:
+    trace = tiny_trace()
+    empty = trace.events.slice(0, 0)
+    app = ExplorerApp(TraceSource(type(trace)(empty, trace.metadata), name="empty"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for view in "123456":
+            await pilot.press(view, "enter")
+            await settle(pilot)
+            assert "Neuron Explorer" in screen_text(app)
+        await pilot.press("1")
+        assert "host only: no device events" in screen_text(app)
