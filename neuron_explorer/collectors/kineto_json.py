@@ -1,11 +1,15 @@
 """Import Kineto / Chrome trace JSON (``.json``, ``.json.gz``) written by torch.profiler.
 
-The file is decoded with msgspec into typed structs whose ``args`` and ``ts`` stay raw bytes:
-``args`` is kept byte-for-byte (lossless), and ``ts`` is parsed as a decimal so that
-microsecond timestamps with nanosecond fractions (``1712195495519689.047``) keep every digit,
-which a float64 cannot. Large files are decoded in chunks of events so memory stays
-proportional to the output columns, not to the JSON. Everything after decoding is columnar
-(``collectors.normalize``).
+The decompressed text is decoded in chunks of ~4 MB of events (from the first byte once a file
+is larger than ``STREAM_THRESHOLD``), so the Python objects of only one chunk exist at a time
+and memory follows the output columns, not the JSON. Each chunk is decoded by msgspec into
+``gc=False`` structs whose ``args`` and ``ts`` stay raw bytes: ``args`` is kept byte for byte
+(lossless), and ``ts`` is parsed exactly (integers as int64, <= 3 decimals through float64
+where that is exact, else as decimals), so ``1712195495519689.047`` keeps its last digit.
+Typed arguments are decoded per category, where they are dense. Columns are built from
+buffers (``collectors.columns``): no per-event Python beyond attribute reads and C-level maps,
+no pandas import. The cyclic garbage collector is paused during the import (the decoded
+objects hold no cycles). Everything after decoding is columnar (``collectors.normalize``).
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import zlib
 from collections.abc import Callable
-from operator import attrgetter
+from functools import lru_cache
+from itertools import compress
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +32,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from neuron_explorer.collectors.normalize import RawEvents, build_trace, masked_array
+from neuron_explorer.collectors._conversion import conversion_settings
+from neuron_explorer.collectors.columns import (
+    dictionary_array,
+    from_numpy,
+    loose_array,
+    string_array,
+    to_numpy,
+)
+from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
 
@@ -36,8 +51,10 @@ except ImportError:  # pragma: no cover - isal is a declared dependency
 
 JSON_SUFFIXES = (".json", ".json.gz", ".gz")
 #: Above this many uncompressed bytes the events are decoded in chunks.
-STREAM_THRESHOLD = 256 << 20
-CHUNK_BYTES = 64 << 20
+STREAM_THRESHOLD = 8 << 20
+#: Uncompressed bytes decoded at a time: small enough that the Python objects of one chunk
+#: (~1 KB per event) stay a few tens of MB, large enough that per-chunk overhead is noise.
+CHUNK_BYTES = 4 << 20
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -46,7 +63,15 @@ class _MalformedEventsError(ValueError):
     """Events that lack the fields every trace event has (ph, and ts for timed events)."""
 
 
-class _Event(msgspec.Struct):
+#: ``args`` of an event that has none. A decoded raw value never ends in whitespace, so this
+#: default is told apart from a real ``"args": {}`` by its trailing space, with no per-event
+#: Python; it decodes as an empty object, so the typed-args pass needs no scatter.
+_NO_ARGS = msgspec.Raw(b"{} ")
+
+
+# gc=False: decoded events hold no reference cycles; tracking millions of them only makes the
+# cyclic collector walk them again and again (a third of the decode time).
+class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: Any = None
     name: Any = ""
@@ -59,7 +84,7 @@ class _Event(msgspec.Struct):
     s: Any = None
     cname: Any = None
     tts: Any = None
-    args: msgspec.Raw = msgspec.Raw(b"")
+    args: msgspec.Raw = _NO_ARGS
 
 
 _EXTRA_FIELDS = ("bp", "s", "cname", "tts")
@@ -93,41 +118,31 @@ _ARG_FIELDS: dict[str, str] = {
     "in_msg_size": "In msgsize",
     "group_size": "Group size",
 }
+#: Arguments kept as their JSON text (shapes and dtypes are nested lists).
+_RAW_ARGS = frozenset(("input_dims", "input_type"))
+_ALL_ARG_FIELDS = tuple(_ARG_FIELDS)
 
 
-class _Args(msgspec.Struct):
-    external_id: Any = msgspec.field(default=None, name="External id")
-    external_id_old: Any = msgspec.field(default=None, name="external id")  # traces before 2022
-    correlation: Any = None
-    device: Any = None
-    stream: Any = None
-    sequence_nr: Any = msgspec.field(default=None, name="Sequence number")
-    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
-    flops: Any = None
-    bytes: Any = None
-    bandwidth: Any = msgspec.field(default=None, name="memory bandwidth (GB/s)")
-    grid: Any = None
-    block: Any = None
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=None, name="shared memory")
-    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
-    warps_per_sm: Any = msgspec.field(default=None, name="warps per SM")
-    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
-    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-    mem_device_type: Any = msgspec.field(default=None, name="Device Type")
-    mem_device_id: Any = msgspec.field(default=None, name="Device Id")
-    addr: Any = msgspec.field(default=None, name="Addr")
-    graph_id: Any = msgspec.field(default=None, name="graph id")
-    collective_name: Any = msgspec.field(default=None, name="Collective name")
-    in_msg_size: Any = msgspec.field(default=None, name="In msgsize")
-    group_size: Any = msgspec.field(default=None, name="Group size")
+@lru_cache(maxsize=64)
+def _args_decoder_for(fields: tuple[str, ...]) -> msgspec.json.Decoder:
+    """A decoder for just the typed arguments present in a chunk: msgspec skips the other keys
+    without building objects for them."""
+    spec = [
+        (
+            f,
+            msgspec.Raw if f in _RAW_ARGS else Any,
+            msgspec.field(default=msgspec.Raw(b"") if f in _RAW_ARGS else None, name=_ARG_FIELDS[f]),
+        )
+        for f in fields
+    ]
+    struct = msgspec.defstruct("_Args", spec, gc=False)
+    return msgspec.json.Decoder(list[struct])  # type: ignore[valid-type]
 
 
 _events_decoder = msgspec.json.Decoder(list[_Event])
-_args_decoder = msgspec.json.Decoder(list[_Args])
+#: Every typed argument (``input_dims``/``input_type`` as raw JSON); used by capture_convert too.
+_args_decoder = _args_decoder_for(_ALL_ARG_FIELDS)
+_loose_array = loose_array
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
@@ -143,6 +158,11 @@ def import_kineto_json(path: str | Path, progress: ProgressCallback | None = Non
         raise TraceNotFoundError("no such file", path)
     if path.is_dir():
         raise TraceFormatError("is a directory, expected a .json or .json.gz trace", path)
+    with conversion_settings():
+        return _import(path, progress)
+
+
+def _import(path: Path, progress: ProgressCallback | None) -> Trace:
     try:
         top, chunks = _decode(path, progress)
     except TraceFormatError:
@@ -157,9 +177,12 @@ def import_kineto_json(path: str | Path, progress: ProgressCallback | None = Non
         raise TraceFormatError(str(exc), path) from None
     if not chunks or sum(len(c) for c in chunks) == 0:
         raise TraceFormatError("the trace holds no events (traceEvents is empty)", path)
-    raw = RawEvents.concat(chunks)
     metadata = _metadata(top, path)
-    return build_trace(raw, metadata, source=path)
+    # build_trace gets the only reference to the columns (none stays here or in `chunks`), so it
+    # can free each input column as soon as its reordered copy exists.
+    box = [RawEvents.concat(chunks)]
+    chunks.clear()
+    return build_trace(box.pop(), metadata, source=path)
 
 
 # ------------------------------------------------------------------------------- decoding
@@ -205,24 +228,45 @@ def _decode_stream(
     head: bytes, fh: io.BufferedIOBase, path: Path, size: int, progress: ProgressCallback | None
 ) -> tuple[dict[str, Any], list[RawEvents]]:
     """Decode a large trace chunk by chunk; metadata before and after ``traceEvents`` is kept."""
-    key = head.find(_EVENTS_KEY)
-    while key < 0 and len(head) < (256 << 20):  # metadata before the events can be long
-        more = fh.read(CHUNK_BYTES)
-        if not more:
-            break
-        head += more
-        key = head.find(_EVENTS_KEY)
-    bracket = head.find(b"[", key) if key >= 0 else -1
-    if key < 0 or bracket < 0:
-        raise TraceFormatError("JSON, but not a trace: no 'traceEvents' list near the start", path)
     meta: dict[str, Any] = {}
-    prefix = head[:key].rstrip().rstrip(b",")
-    if prefix.strip() not in (b"{", b""):
-        meta.update(msgspec.json.decode(prefix + b"}"))
-    buf = head[bracket + 1 :]
+    if head.lstrip()[:1] == b"[":  # the JSON array format: events only
+        buf = head.lstrip()[1:]
+    else:
+        key = head.find(_EVENTS_KEY)
+        while key < 0 and len(head) < (256 << 20):  # metadata before the events can be long
+            more = fh.read(CHUNK_BYTES)
+            if not more:
+                break
+            head += more
+            key = head.find(_EVENTS_KEY)
+        bracket = head.find(b"[", key) if key >= 0 else -1
+        if key < 0 or bracket < 0:
+            raise TraceFormatError("JSON, but not a trace: no 'traceEvents' list near the start", path)
+        prefix = head[:key].rstrip().rstrip(b",")
+        if prefix.strip() not in (b"{", b""):
+            meta.update(msgspec.json.decode(prefix + b"}"))
+        buf = head[bracket + 1 :]
+    del head
     chunks: list[RawEvents] = []
     raw_fh: Any = getattr(fh, "fileobj", None) or getattr(fh, "_fp", None)
     while True:
+        cut = _last_boundary(buf, len(buf)) if len(buf) >= CHUNK_BYTES else -1
+        for _ in range(16):
+            if cut < 0:
+                break
+            try:
+                events = _events_decoder.decode(b"".join((b"[", memoryview(buf)[:cut], b"]")))
+            except msgspec.DecodeError:
+                cut = _last_boundary(buf, cut - 1)
+                continue
+            chunks.append(_columns(events))
+            del events
+            buf = buf[cut:].lstrip().lstrip(b",")
+            break
+        else:
+            cut = -1
+        if cut >= 0 and len(buf) >= CHUNK_BYTES:
+            continue  # more whole chunks in the buffer
         block = fh.read(CHUNK_BYTES)
         if progress:
             pos = _tell(raw_fh, fh)
@@ -230,28 +274,17 @@ def _decode_stream(
         if not block:
             break
         buf += block
-        cut = _last_boundary(buf, len(buf))
-        for _ in range(16):
-            if cut < 0:
-                break
-            try:
-                events = _events_decoder.decode(b"[" + buf[:cut] + b"]")
-            except msgspec.DecodeError:
-                cut = _last_boundary(buf, cut - 1)
-                continue
-            chunks.append(_columns(events))
-            buf = buf[cut:].lstrip().lstrip(b",")
-            break
     # The tail holds the last events, the closing bracket and any metadata after it.
-    end = _array_end(buf)
+    end, tail = _array_end(buf)
     if end < 0:
         raise TraceFormatError("the traceEvents list never closes; is the file truncated?", path)
-    if buf[:end].strip():
-        chunks.append(_columns(_events_decoder.decode(b"[" + buf[:end] + b"]")))
+    if tail:
+        chunks.append(_columns(tail))
+    del tail
     rest = buf[end + 1 :].strip()
     if rest.startswith(b","):
         meta.update(msgspec.json.decode(b"{" + rest[1:]))
-    elif rest != b"}":
+    elif rest not in (b"}", b""):
         raise TraceFormatError("invalid JSON after traceEvents; is the file truncated?", path)
     return meta, chunks
 
@@ -280,49 +313,53 @@ def _last_boundary(buf: bytes, before: int) -> int:
         pos = close
 
 
-def _array_end(buf: bytes) -> int:
-    """Index of the ``]`` closing the events array in the final tail, or -1."""
+def _array_end(buf: bytes) -> tuple[int, list[_Event]]:
+    """Index of the ``]`` closing the events array in the final tail (-1 if none), and the
+    events before it."""
     pos = len(buf)
     for _ in range(10000):
         idx = buf.rfind(b"]", 0, pos)
         if idx < 0:
-            return -1
+            return -1, []
         try:
-            _events_decoder.decode(b"[" + buf[:idx] + b"]")
-            return idx
+            return idx, _events_decoder.decode(b"".join((b"[", memoryview(buf)[:idx], b"]")))
         except (msgspec.DecodeError, msgspec.ValidationError):
             pos = idx
-    return -1
+    return -1, []
 
 
 # ------------------------------------------------------------------------------- columns
 def _columns(events: list[_Event]) -> RawEvents:
-    """Turn decoded events into columns; per-event Python work is limited to attribute reads."""
+    """Turn decoded events into columns; per-event Python work is limited to attribute reads
+    and C-level ``map``s, and no Arrow array is built through ``pa.array``."""
     n = len(events)
     ph = list(map(attrgetter("ph"), events))
-    _check_required(events, ph)
-    cat = _strings(list(map(attrgetter("cat"), events)), none_ok=True)
-    name = _strings(list(map(attrgetter("name"), events)), none_ok=False)
+    ts = list(map(attrgetter("ts"), events))
+    _check_required(events, ph, ts)
+    cat = dictionary_array(list(map(attrgetter("cat"), events)))
+    name = dictionary_array(list(map(attrgetter("name"), events)), none_as="")
     pid, pid_extra = _int_or_label(list(map(attrgetter("pid"), events)))
     tid, tid_extra = _int_or_label(list(map(attrgetter("tid"), events)))
-    start_ns = _parse_ts(list(map(attrgetter("ts"), events)))
+    start_ns = _parse_ts(ts)
+    del ts
     dur = list(map(attrgetter("dur"), events))
     try:
         dur_us = np.array(dur, dtype=np.float64)  # None becomes nan
     except (TypeError, ValueError):
         dur_us = np.array([_to_float(d) for d in dur], dtype=np.float64)
+    del dur
     dur_ns = np.where(np.isnan(dur_us), 0, np.rint(dur_us * 1000.0)).astype(np.int64)
-    ids = list(map(attrgetter("id"), events))
-    flow_id, flow_extra = _int_or_label(ids, null_default=True)
+    flow_id, flow_extra = _int_or_label(list(map(attrgetter("id"), events)), null_default=True)
     extras = _extras(events, pid_extra, tid_extra, flow_extra)
     args_raw = list(map(attrgetter("args"), events))
-    args = _raw_to_string_array(args_raw)
-    typed = _typed_args(args_raw)
+    del events
+    args = _args_text(args_raw)
+    typed = _typed_args(args_raw, to_numpy(cat.indices, fill=-1))
     return RawEvents(
         n=n,
-        ph=pa.array(ph, pa.string()),
-        cat=pa.array(cat, pa.string()),
-        name=pa.array(name, pa.string()),
+        ph=dictionary_array(ph, none_as=""),
+        cat=cat,
+        name=name,
         pid=pid,
         tid=tid,
         start_ns=start_ns,
@@ -334,30 +371,24 @@ def _columns(events: list[_Event]) -> RawEvents:
     )
 
 
-def _check_required(events: list[_Event], ph: list[str]) -> None:
-    missing_ph = [i for i, p in enumerate(ph) if not p]
-    if missing_ph:
+def _check_required(events: list[_Event], ph: list[str], ts: list[msgspec.Raw]) -> None:
+    if "" in ph:
+        missing_ph = [i for i, p in enumerate(ph) if not p]
         i = missing_ph[0]
         raise _MalformedEventsError(
             f"{len(missing_ph):,} events have no 'ph' (phase) field, e.g. event {i}: {_brief(events[i])}"
         )
-    missing_ts = [i for i, (e, p) in enumerate(zip(events, ph)) if not e.ts and p != "M"]
-    if missing_ts:
-        i = missing_ts[0]
-        raise _MalformedEventsError(
-            f"{len(missing_ts):,} events have no 'ts' (timestamp) field, e.g. event {i}: {_brief(events[i])}"
-        )
+    if 0 in map(len, ts):
+        missing_ts = [i for i, (r, p) in enumerate(zip(ts, ph)) if not r and p != "M"]
+        if missing_ts:
+            i = missing_ts[0]
+            raise _MalformedEventsError(
+                f"{len(missing_ts):,} events have no 'ts' (timestamp) field, e.g. event {i}: {_brief(events[i])}"
+            )
 
 
 def _brief(e: _Event) -> str:
     return f"ph={e.ph!r} cat={e.cat!r} name={str(e.name)[:60]!r}"
-
-
-def _strings(values: list[Any], none_ok: bool) -> list[Any]:
-    odd = [i for i, v in enumerate(values) if type(v) is not str and not (none_ok and v is None)]
-    for i in odd:
-        values[i] = "" if values[i] is None else str(values[i])
-    return values
 
 
 def _to_float(value: Any) -> float:
@@ -370,24 +401,36 @@ def _to_float(value: Any) -> float:
 def _int_or_label(values: list[Any], null_default: bool = False) -> tuple[pa.Array, list[Any] | None]:
     """Integer ids as int64; string ids (``"Spans"``, ``"stream 7"``) get a stable negative
     number (from a CRC of the label) and are kept verbatim in ``extra`` so export writes them back."""
-    odd = [i for i, v in enumerate(values) if type(v) is not int]
-    if not odd:
-        return pa.array(values, pa.int64()), None
+    types = set(map(type, values))
+    if types == {int}:
+        try:
+            return from_numpy(np.array(values, np.int64), pa.int64()), None
+        except OverflowError:
+            pass
+    if types == {type(None)}:
+        return (
+            pa.nulls(len(values), pa.int64()) if null_default else from_numpy(np.zeros(len(values)), pa.int64())
+        ), None
     values = list(values)
     extra: list[Any] = [None] * len(values)
-    for i in odd:
-        v = values[i]
+    mask = np.zeros(len(values), bool)
+    has_extra = False
+    for i, v in enumerate(values):
+        if type(v) is int:
+            continue
         if v is None:
-            values[i] = None if null_default else 0
+            values[i] = 0
+            mask[i] = null_default
         elif isinstance(v, float) and v.is_integer():
             values[i] = int(v)
             extra[i] = v
+            has_extra = True
         else:
             # A stable number per label, the same in every chunk of a streamed file.
             values[i] = -1 - zlib.crc32(str(v).encode())
             extra[i] = v
-    has_extra = any(extra[i] is not None for i in odd)
-    return pa.array(values, pa.int64()), (extra if has_extra else None)
+            has_extra = True
+    return from_numpy(np.array(values, np.int64), pa.int64(), mask), (extra if has_extra else None)
 
 
 def _extras(events: list[_Event], pid_x: list[Any] | None, tid_x: list[Any] | None, id_x: list[Any] | None) -> pa.Array:
@@ -398,47 +441,82 @@ def _extras(events: list[_Event], pid_x: list[Any] | None, tid_x: list[Any] | No
     """
     n = len(events)
     fragments: list[pa.Array] = []
-    sources = [(f, list(map(attrgetter(f), events))) for f in _EXTRA_FIELDS]
-    sources += [(k, x) for k, x in (("pid", pid_x), ("tid", tid_x), ("id", id_x)) if x is not None]
+    sources = [(k, x) for k, x in (("pid", pid_x), ("tid", tid_x), ("id", id_x)) if x is not None]
+    sources[:0] = [(f, values) for f in _EXTRA_FIELDS if (values := list(map(attrgetter(f), events))).count(None) != n]
     enc = msgspec.json.encode
     for key, values in sources:
-        arr = _loose_array(values)
-        if arr.null_count == n:
+        hashable = set(map(type, values)) <= {str, int, float, bool, type(None)}
+        if not hashable:
+            words = [None if v is None else f'"{key}": ' + enc(v).decode() for v in values]
+            fragments.append(string_array(words))
             continue
-        if not (pa.types.is_string(arr.type) or pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)):
-            arr = pa.array([None if v is None else enc(v).decode() for v in values], pa.string())
-            prefix = f'"{key}": '
-            fragments.append(pc.binary_join_element_wise(prefix, arr, ""))
+        uniq = {v: None for v in values}
+        text = {v: (None if v is None else f'"{key}": ' + enc(v).decode()) for v in uniq}
+        # 1 and True hash alike: encode by (type, value) when both occur.
+        if len({(type(v), v) for v in uniq}) != len(uniq):
+            words = [None if v is None else f'"{key}": ' + enc(v).decode() for v in values]
+            fragments.append(string_array(words))
             continue
-        encoded = pc.dictionary_encode(arr)
-        words = pa.array([f'"{key}": ' + enc(v).decode() for v in encoded.dictionary.to_pylist()], pa.string())
-        fragments.append(words.take(encoded.indices))
+        fragments.append(dictionary_array(list(map(text.__getitem__, values))).cast(pa.string()))
     if not fragments:
         return pa.nulls(n, pa.string())
-    # Each present fragment is prefixed with ", ", the row joined, and the first ", " cut off.
-    # (null_handling="skip" would be simpler but drops all-null rows in pyarrow 26.)
-    prefixed = [pc.binary_join_element_wise(", ", f, "") for f in fragments]
-    body = pc.binary_join_element_wise(*prefixed, "", null_handling="replace", null_replacement="")
-    body = pc.utf8_slice_codeunits(body, 2)
-    empty = pc.equal(body, "")
-    return pc.if_else(empty, pa.scalar(None, pa.string()), pc.binary_join_element_wise("{", body, "}", ""))
+    if len(fragments) == 1:
+        body = pc.coalesce(fragments[0], _EMPTY)
+    else:
+        # Each present fragment is prefixed with ", ", the row joined, and the first ", " cut off.
+        # (null_handling="skip" would be simpler but drops all-null rows in pyarrow 26.)
+        prefixed = [pc.binary_join_element_wise(_COMMA, f, _EMPTY) for f in fragments]
+        body = pc.binary_join_element_wise(*prefixed, _EMPTY, null_handling="replace", null_replacement="")
+        body = pc.utf8_slice_codeunits(body, 2)
+    empty = pc.equal(body, _EMPTY)
+    return pc.if_else(empty, pa.nulls(n, pa.string()), pc.binary_join_element_wise(_OPEN, body, _CLOSE, _EMPTY))
 
 
-def _raw_to_string_array(raws: list[msgspec.Raw]) -> pa.Array:
-    """Concatenate raw JSON fragments into an Arrow string array without per-item copies."""
+def _text_scalar(text: str) -> pa.Scalar:
+    """A string scalar built without ``pa.scalar`` (which imports pandas)."""
+    return string_array([text])[0]
+
+
+_EMPTY, _COMMA, _OPEN, _CLOSE = (_text_scalar(t) for t in ("", ", ", "{", "}"))
+
+
+def _args_text(raws: list[msgspec.Raw]) -> pa.Array:
+    """The raw args fragments as an Arrow string array (no per-item copies; null where an
+    event has no args)."""
     n = len(raws)
     lens = np.fromiter(map(len, raws), np.int64, n)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
     data = b"".join(raws)
-    valid = lens > 0
-    bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    arr = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
+    # Events without args carry the _NO_ARGS default: three bytes ending in a space.
+    three = np.nonzero(lens == 3)[0]
+    valid = np.ones(n, bool)
+    if three.size:
+        last = np.frombuffer(data, np.uint8)[offsets[three] + 2]
+        valid[three[last == 32]] = False
+    nulls = n - int(np.count_nonzero(valid))
+    if nulls:
+        lens[~valid] = 0
+        np.cumsum(lens, out=offsets[1:])
+        data = b"".join(compress(raws, valid.tolist()))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    arr = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )
     try:
         return arr.cast(pa.large_string()).cast(pa.string())
     except pa.ArrowInvalid:
         # Invalid UTF-8 inside args: keep the text, replacing the bad bytes.
-        return pa.array([None if not r else bytes(r).decode("utf-8", "replace") for r in raws], pa.string())
+        return string_array(
+            [bytes(r).decode("utf-8", "replace") if ok else None for r, ok in zip(raws, valid.tolist())]
+        )
+
+
+#: Decimal 1000 from its 16 little-endian bytes (pa.scalar and pa.array would import pandas).
+_THOUSAND = pa.Array.from_buffers(pa.decimal128(4, 0), 1, [None, pa.py_buffer(np.array([1000, 0], np.int64))])[0]
+_FRACTION_DIGITS = re.compile(rb"\.\d{4}")
+#: |ts| in us below which float64 times 1000 rounds to the exact ns of a <= 3-decimal text.
+_FLOAT_EXACT_US = float(2**50) / 1000.0
 
 
 def _parse_ts(raws: list[msgspec.Raw]) -> np.ndarray:
@@ -446,18 +524,22 @@ def _parse_ts(raws: list[msgspec.Raw]) -> np.ndarray:
     n = len(raws)
     if n == 0:
         return np.zeros(0, np.int64)
-    text = b"\n".join(r if r else b"0" for r in raws)
+    # One value per line; missing timestamps (metadata events) are empty lines, read as null.
+    text = b"\n".join(raws) + b"\n"
+    fractional = b"." in text or b"e" in text or b"E" in text
+    kind = "int" if not fractional else ("float" if not _FRACTION_DIGITS.search(text) else "decimal")
     try:
-        table = pcsv.read_csv(
-            io.BytesIO(text),
-            read_options=pcsv.ReadOptions(column_names=["ts"], use_threads=False),
-            parse_options=pcsv.ParseOptions(newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(column_types={"ts": pa.decimal128(32, 6)}),
-        )
-        col = table["ts"].combine_chunks()
-        ns = pc.multiply(col, pa.scalar(1000, pa.decimal128(4, 0)))
-        values = ns.cast(pa.decimal128(38, 0)).cast(pa.int64())
-        out = values.to_numpy(zero_copy_only=False)
+        if kind == "int":
+            out = to_numpy(_read_numbers(text, pa.int64()), fill=0) * 1000
+        elif kind == "float":
+            us = to_numpy(_read_numbers(text, pa.float64()), fill=0.0)
+            if len(us) == n and np.abs(us).max() < _FLOAT_EXACT_US:
+                return np.rint(us * 1000.0).astype(np.int64)
+            kind = "decimal"
+        if kind == "decimal":
+            col = _read_numbers(text, pa.decimal128(32, 6))
+            ns = pc.multiply(col, _THOUSAND)
+            out = to_numpy(ns.cast(pa.decimal128(38, 0)).cast(pa.int64()), fill=0)
         if len(out) == n:
             return out.astype(np.int64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -476,54 +558,122 @@ def _parse_ts(raws: list[msgspec.Raw]) -> np.ndarray:
     return result
 
 
-def _typed_args(raws: list[msgspec.Raw]) -> dict[str, pa.Array]:
-    """Decode the fields analyzers use from every event's args in one call."""
+def _read_numbers(text: bytes, typ: pa.DataType) -> pa.Array:
+    table = pcsv.read_csv(
+        io.BytesIO(text),
+        read_options=pcsv.ReadOptions(column_names=["v"], use_threads=False),
+        parse_options=pcsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False),
+        convert_options=pcsv.ConvertOptions(column_types={"v": typ}),
+    )
+    return table["v"].combine_chunks()
+
+
+def _typed_args(raws: list[msgspec.Raw], groups: np.ndarray) -> dict[str, pa.Array]:
+    """Decode the fields analyzers use from every event's args.
+
+    Events are decoded per category (``groups``: a code per event): within one category the
+    same arguments recur, so each typed column is built from dense lists of the events that
+    carry it (kernels' grid, memory events' sizes) rather than from n mostly-None values.
+    """
     n = len(raws)
-    present = [i for i, r in enumerate(raws) if r]
-    if not present:
+    if n == 0:
         return {}
-    blob = b"[" + b",".join(raws[i] for i in present) + b"]"
-    # Skip the fields that occur nowhere in the file: most traces carry a handful of them.
-    fields = [f for f, key in _ARG_FIELDS.items() if b'"' + key.encode() + b'"' in blob]
-    if not fields:
+    order = np.argsort(groups, kind="stable")
+    bounds = np.flatnonzero(np.diff(groups[order])) + 1
+    pieces: dict[str, list[tuple[int, pa.Array]]] = {}
+    for k, rows in enumerate(np.split(order, bounds)):
+        group = [raws[rows[0]]] if len(rows) == 1 else list(itemgetter(*rows.tolist())(raws))
+        for field, arr in _typed_group(group).items():
+            pieces.setdefault(field, []).append((k, arr))
+    if not pieces:
         return {}
-    try:
-        decoded: list[Any] = _args_decoder.decode(blob)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        decoded = []
-        for i in present:
-            try:
-                decoded.append(_args_decoder.decode(b"[" + raws[i] + b"]")[0])
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                decoded.append(_Args())
+    sizes = np.diff(np.concatenate([[0], bounds, [n]])).tolist()
+    inverse = np.empty(n, np.int64)
+    inverse[order] = np.arange(n)
+    back = from_numpy(inverse, pa.int64())
     out: dict[str, pa.Array] = {}
-    for field in fields:
-        values = list(map(attrgetter(field), decoded))
-        if field in ("input_dims", "input_type"):
-            texts = [bytes(v).decode("utf-8", "replace") if v else None for v in values]
-            out[field] = _scatter(pa.array(texts, pa.string()), present, n)
-            continue
-        out[field] = _scatter(_loose_array(values), present, n)
+    for field, found in pieces.items():
+        typ = _common_type({a.type for _, a in found})
+        arrays = dict(found)
+        column = pa.chunked_array(
+            [_coerce(arrays[k], typ) if k in arrays else pa.nulls(size, typ) for k, size in enumerate(sizes)], typ
+        )
+        taken = column.take(back)
+        out[field] = taken.chunk(0) if taken.num_chunks == 1 else taken.combine_chunks()
     old = out.pop("external_id_old", None)
     if old is not None:
         out["external_id"] = old if "external_id" not in out else pc.coalesce(out["external_id"], old)
     return out
 
 
-def _loose_array(values: list[Any]) -> pa.Array:
+def _typed_group(raws: list[msgspec.Raw]) -> dict[str, pa.Array]:
+    """The typed arguments present in one group of events' args (absent ones are left out)."""
+    blob = b"[" + b",".join(raws) + b"]"
+    # All fields are decoded and absent ones dropped afterwards: cheaper than searching the
+    # text for each key (a full scan of the args per absent key).
+    fields = _ALL_ARG_FIELDS
+    decoder = _args_decoder_for(fields)
     try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([None if v is None else str(v) for v in values], pa.string())
+        decoded: list[Any] = decoder.decode(blob)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        # Some event's args is not an object: decode one by one, empty where it fails.
+        decoded = []
+        empty = decoder.decode(b"[{}]")[0]
+        for r in raws:
+            try:
+                decoded.append(decoder.decode(b"[" + bytes(r) + b"]")[0])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                decoded.append(empty)
+    del blob
+    out: dict[str, pa.Array] = {}
+    for field in fields:
+        values = list(map(attrgetter(field), decoded))
+        if field in _RAW_ARGS:
+            if any(values):
+                out[field] = _raw_text(values)[0]
+            continue
+        if values.count(None) == len(values):
+            continue
+        arr = loose_array(values)
+        if not pa.types.is_null(arr.type):
+            out[field] = arr
+    return out
 
 
-def _scatter(values: pa.Array, positions: list[int], n: int) -> pa.Array:
-    """Spread values known at ``positions`` over ``n`` rows, nulls elsewhere."""
-    if len(positions) == n:
-        return values
-    idx = np.full(n, -1, np.int64)
-    idx[np.asarray(positions, np.int64)] = np.arange(len(positions))
-    return values.take(masked_array(idx, pa.int64(), idx < 0))
+def _common_type(types: set[pa.DataType]) -> pa.DataType:
+    """The type ``pa.array`` would infer for the values of several groups together."""
+    if len(types) == 1:
+        return next(iter(types))
+    if types <= {pa.int64(), pa.float64()}:
+        return pa.float64()
+    return pa.string()
+
+
+def _coerce(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    if arr.type == typ:
+        return arr
+    try:
+        return arr.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return string_array([None if v is None else str(v) for v in arr.to_pylist()])
+
+
+def _raw_text(raws: list[msgspec.Raw]) -> tuple[pa.Array, int]:
+    """Raw JSON fragments (empty = missing) as a string array."""
+    n = len(raws)
+    lens = np.fromiter(map(len, raws), np.int64, n)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    valid = lens > 0
+    nulls = n - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    arr = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(b"".join(raws))], null_count=nulls
+    )
+    try:
+        return arr.cast(pa.large_string()).cast(pa.string()), nulls
+    except pa.ArrowInvalid:
+        return string_array([bytes(r).decode("utf-8", "replace") if r else None for r in raws]), nulls
 
 
 # ------------------------------------------------------------------------------- metadata

@@ -7,6 +7,8 @@ re-derive:
 - ``kind`` and ``device_type`` from category, phase and name;
 - ``parent_id``: the call tree of host spans per thread (one stack walk, the only per-event
   Python loop; measured faster than any vectorized alternative we tried);
+- string columns (category, ph, name, src_*) as integer codes into their distinct values:
+  classification, lower-casing and matching run once per distinct value, never per event;
 - ``launch_id`` (device work -> runtime call, by correlation id, else by ac2g flow),
   ``op_id`` (-> the framework op named by External id, else the innermost enclosing op),
   ``fwd_id`` (backward op -> forward op, by fwdbwd flow), ``step`` (ProfilerStep spans);
@@ -20,6 +22,8 @@ log2(depth) whole-column steps instead of a walk per event.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +34,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer import __version__
-from neuron_explorer.collectors.source_map import UserCode, module_name, parse_python_frame
+from neuron_explorer.collectors.columns import (
+    dict_parts,
+    dictionary_from_codes,
+    from_numpy,
+    string_array,
+    to_numpy,
+)
+from neuron_explorer.collectors.source_attribution import attribute_source
+from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.model import Trace
-from neuron_explorer.trace.schema import COLUMN_BY_NAME, EVENTS_SCHEMA, SCHEMA_VERSION, Kind, Precision
+from neuron_explorer.trace.schema import COLUMN_BY_NAME, EVENTS_SCHEMA, SCHEMA_VERSION, Kind
 
 KINDS: tuple[str, ...] = (
     Kind.CPU_OP,
@@ -101,6 +113,11 @@ class RawEvents:
     ``src`` optional exact source columns (src_file, src_line, src_func, src_module,
     src_precision) from a collector that knows calling lines; ``columns`` any finished schema
     columns a collector sets itself (e.g. ``device_type``, ``cycle``).
+
+    Columns may be ``pa.Array`` or ``pa.ChunkedArray`` (``concat`` of streamed chunks copies
+    nothing); string columns may be plain or dictionary-encoded (chunks with different
+    dictionaries are unified). ``build_trace`` consumes the object: it frees each input column
+    as soon as its reordered copy exists, when the caller holds no other reference.
     """
 
     n: int
@@ -123,43 +140,47 @@ class RawEvents:
 
     @classmethod
     def concat(cls, parts: list[RawEvents]) -> RawEvents:
+        """The parts as one ``RawEvents`` whose columns are ``ChunkedArray``s: nothing is
+        copied (``build_trace`` reorders them into single arrays in one pass)."""
         if len(parts) == 1:
             return parts[0]
         n = sum(p.n for p in parts)
 
-        def cat_arrays(arrays: list[pa.Array], typ: pa.DataType | None = None) -> pa.Array:
-            if typ is not None:
-                arrays = [a.cast(typ) if a.type != typ else a for a in arrays]
-            return pa.concat_arrays(arrays)
+        def chunked(arrays: list[Any], typ: pa.DataType | None = None) -> pa.ChunkedArray:
+            chunks: list[pa.Array] = []
+            for a in arrays:
+                chunks.extend(a.chunks if isinstance(a, pa.ChunkedArray) else [a])
+            if typ is None:
+                types = {c.type for c in chunks}
+                if all(pa.types.is_dictionary(t) for t in types):
+                    typ = pa.dictionary(pa.int32(), pa.string())
+                else:
+                    typ = types.pop() if len(types) == 1 else pa.string()
+            return pa.chunked_array([_coerce(c, typ) for c in chunks], typ)
 
-        def merge(dicts: list[dict[str, pa.Array]]) -> dict[str, pa.Array]:
-            keys = {k for d in dicts for k in d}
-            out: dict[str, pa.Array] = {}
+        def merge(dicts: list[dict[str, Any]]) -> dict[str, pa.ChunkedArray]:
+            keys = list(dict.fromkeys(k for d in dicts for k in d))
+            out: dict[str, pa.ChunkedArray] = {}
             for k in keys:
                 pieces = [d.get(k) for d in dicts]
-                types = {p.type for p in pieces if p is not None}
-                typ = types.pop() if len(types) == 1 else pa.string()
-                arrays = []
-                for p, part in zip(pieces, parts):
-                    if p is None:
-                        arrays.append(pa.nulls(part.n, typ))
-                    else:
-                        arrays.append(_coerce(p, typ))
-                out[k] = pa.concat_arrays(arrays)
+                types = {p.type for p in pieces if p is not None and not pa.types.is_null(p.type)}
+                typ = types.pop() if len(types) == 1 else (pa.string() if types else pa.null())
+                out[k] = chunked([pa.nulls(part.n, typ) if p is None else p for p, part in zip(pieces, parts)], typ)
             return out
 
+        string_or_dict = [(p.ph, p.cat, p.name) for p in parts]
         return cls(
             n=n,
-            ph=cat_arrays([p.ph for p in parts], pa.string()),
-            cat=cat_arrays([p.cat for p in parts], pa.string()),
-            name=cat_arrays([p.name for p in parts], pa.string()),
-            pid=cat_arrays([p.pid for p in parts], pa.int64()),
-            tid=cat_arrays([p.tid for p in parts], pa.int64()),
+            ph=chunked([s[0] for s in string_or_dict]),
+            cat=chunked([s[1] for s in string_or_dict]),
+            name=chunked([s[2] for s in string_or_dict]),
+            pid=chunked([p.pid for p in parts], pa.int64()),
+            tid=chunked([p.tid for p in parts], pa.int64()),
             start_ns=np.concatenate([p.start_ns for p in parts]),
             dur_ns=np.concatenate([p.dur_ns for p in parts]),
-            flow_id=cat_arrays([p.flow_id for p in parts], pa.int64()),
-            args=cat_arrays([p.args for p in parts], pa.string()),
-            extra=cat_arrays([p.extra for p in parts], pa.string()),
+            flow_id=chunked([p.flow_id for p in parts], pa.int64()),
+            args=chunked([p.args for p in parts], pa.string()),
+            extra=chunked([p.extra for p in parts], pa.string()),
             typed=merge([p.typed for p in parts]),
             src=merge([p.src for p in parts]),
             columns=merge([p.columns for p in parts]),
@@ -169,6 +190,10 @@ class RawEvents:
 def _coerce(arr: pa.Array, typ: pa.DataType) -> pa.Array:
     if arr.type == typ:
         return arr
+    if pa.types.is_dictionary(typ) and not pa.types.is_dictionary(arr.type):
+        return arr.cast(pa.string()).dictionary_encode().cast(typ)
+    if pa.types.is_string(typ) and pa.types.is_dictionary(arr.type):
+        return arr.cast(pa.string())
     try:
         return arr.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -180,13 +205,15 @@ def _int_column(arr: pa.Array | None, n: int) -> np.ndarray:
     """An int64 numpy column with -1 for null or non-numeric values."""
     if arr is None:
         return np.full(n, -1, np.int64)
-    if pa.types.is_integer(arr.type):
-        return arr.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64, copy=True)
+    if pa.types.is_integer(arr.type) and arr.type in (pa.int8(), pa.int16(), pa.int32(), pa.int64()):
+        return to_numpy(arr, fill=-1).astype(np.int64, copy=True)
     if pa.types.is_floating(arr.type):
-        v = arr.to_numpy(zero_copy_only=False)
+        v = to_numpy(arr.cast(pa.float64()), fill=np.nan)
         return np.where(np.isfinite(v), v, -1).astype(np.int64)
     if pa.types.is_null(arr.type):
         return np.full(n, -1, np.int64)
+    if pa.types.is_integer(arr.type):
+        return to_numpy(arr.cast(pa.int64()), fill=-1).astype(np.int64, copy=True)
     v = _numbers(arr.to_pylist())
     return np.where(np.isfinite(v), v, -1).astype(np.int64)
 
@@ -195,7 +222,7 @@ def _float_column(arr: pa.Array | None, n: int) -> np.ndarray:
     if arr is None or pa.types.is_null(arr.type):
         return np.full(n, np.nan)
     if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
-        return arr.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+        return to_numpy(arr.cast(pa.float64()), fill=np.nan).astype(np.float64, copy=True)
     return _numbers(arr.to_pylist())
 
 
@@ -206,21 +233,15 @@ def _numbers(values: list[Any]) -> np.ndarray:
     for i, v in enumerate(values):
         if v is None or isinstance(v, (list, dict, bool)):
             continue
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             out[i] = float(v)
-        except (TypeError, ValueError):
-            pass
     return out
 
 
 def masked_array(values: np.ndarray, typ: pa.DataType, mask: np.ndarray) -> pa.Array:
     """``pa.array(values, typ, mask=mask)`` without pyarrow's masked-conversion path, which
     imports pandas (0.5 s of a command's start-up)."""
-    arr = pa.array(values, typ)
-    if not mask.any():
-        return arr
-    validity = pa.py_buffer(np.packbits(~mask, bitorder="little"))
-    return pa.Array.from_buffers(typ, len(arr), [validity, arr.buffers()[1]], null_count=int(mask.sum()))
+    return from_numpy(values, typ, mask)
 
 
 def _nullable(values: np.ndarray, typ: pa.DataType, null: Any = -1) -> pa.Array:
@@ -258,23 +279,22 @@ def _host_parents(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, start: np.
     is_span = np.isin(kind[order], _HOST_SPAN_CODES) & (dur[order] > 0)
     s_list = start[order].tolist()
     e_list = (start[order] + dur[order]).tolist()
-    out = np.full(order.size, -1, np.int64)
-    ids = order.tolist()
+    out: list[int] = []
+    append = out.append  # a list, not numpy item assignment: ~3x cheaper per event
     stack_id: list[int] = []
     stack_end: list[int] = []
-    for i, (row, s, e, new, span) in enumerate(zip(ids, s_list, e_list, new_thread.tolist(), is_span.tolist())):
+    for row, s, e, new, span in zip(order.tolist(), s_list, e_list, new_thread.tolist(), is_span.tolist()):
         if new:
-            stack_id.clear()
-            stack_end.clear()
+            stack_id = []
+            stack_end = []
         while stack_end and stack_end[-1] <= s:
             stack_end.pop()
             stack_id.pop()
-        if stack_id:
-            out[i] = stack_id[-1]
+        append(stack_id[-1] if stack_id else -1)
         if span:
             stack_id.append(row)
             stack_end.append(e)
-    parent[order] = out
+    parent[order] = np.array(out, np.int64)
     return parent
 
 
@@ -310,14 +330,21 @@ def _bind_flow_endpoints(
         return out
     # One int64 key per (thread, start): thread index in the high bits, start offset below.
     rows = np.concatenate([cand_rows, flow_rows])
-    pairs = np.stack([pid[rows], tid[rows]], axis=1)
-    _, thread = np.unique(pairs, axis=0, return_inverse=True)
+    thread = _pair_codes(pid[rows], tid[rows])
     offset = start[rows] - start[rows].min()
-    if offset.max() >= (1 << 43) or thread.max() >= (1 << 19):  # > 2.4 h or > 500k threads
+    if offset.max() >= (1 << 43) or thread.max() >= (1 << 19):  # > 2.4 h or > 500k pid x tid
         return _bind_flow_endpoints_slow(flow_rows, cand_rows, pid, tid, start)
     key = (thread.astype(np.int64).ravel() << 43) | offset
     cand_key, flow_key = key[: cand_rows.size], key[cand_rows.size :]
     return _map_keys_first(flow_key, cand_key, cand_rows)
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A dense code per distinct (a, b) pair (two 1-D factorizations: np.unique(axis=0) sorts
+    row views and is ~20x slower)."""
+    _, ai = np.unique(a, return_inverse=True)
+    bu, bi = np.unique(b, return_inverse=True)
+    return ai.astype(np.int64).ravel() * max(len(bu), 1) + bi.ravel()
 
 
 def _map_keys_first(keys: np.ndarray, target_keys: np.ndarray, target_rows: np.ndarray) -> np.ndarray:
@@ -336,70 +363,92 @@ def _bind_flow_endpoints_slow(
     flow_rows: np.ndarray, cand_rows: np.ndarray, pid: np.ndarray, tid: np.ndarray, start: np.ndarray
 ) -> np.ndarray:
     first: dict[tuple[int, int, int], int] = {}
-    for r, k in zip(cand_rows.tolist(), zip(pid[cand_rows].tolist(), tid[cand_rows].tolist(), start[cand_rows].tolist())):
+    for r, k in zip(
+        cand_rows.tolist(), zip(pid[cand_rows].tolist(), tid[cand_rows].tolist(), start[cand_rows].tolist())
+    ):
         first.setdefault(k, r)
     keys = zip(pid[flow_rows].tolist(), tid[flow_rows].tolist(), start[flow_rows].tolist())
     return np.array([first.get(k, -1) for k in keys], np.int64)
 
 
 # ------------------------------------------------------------------------------- kinds
-def _classify(raw: RawEvents, metadata: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+@dataclass
+class _Words:
+    """A string column as its distinct values and a code per row (-1 = null)."""
+
+    words: list[Any]
+    codes: np.ndarray
+
+    @classmethod
+    def of(cls, arr: pa.Array | pa.ChunkedArray) -> _Words:
+        words, codes = dict_parts(arr)
+        return cls(words, codes)
+
+    def test(self, predicate: Any) -> np.ndarray:
+        """Per row: ``predicate(value)`` evaluated once per distinct value ("" for nulls)."""
+        table = np.array([bool(predicate(w if w is not None else "")) for w in self.words] + [bool(predicate(""))])
+        return table[self.codes]
+
+    def isin(self, values: tuple[str, ...] | list[str]) -> np.ndarray:
+        return self.test(lambda w: w in values)
+
+    def values(self, rows: np.ndarray) -> list[Any]:
+        words = [*self.words, None]
+        return [words[c] for c in self.codes[rows].tolist()]
+
+
+def _classify(
+    ph: _Words, cat: _Words, name: _Words, typed: dict[str, Any], metadata: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Kind codes and device-type codes (index into the returned device type list)."""
-    n = raw.n
-    cat_enc = (
-        pc.dictionary_encode(raw.cat.fill_null("")).combine_chunks()
-        if isinstance(raw.cat, pa.ChunkedArray)
-        else pc.dictionary_encode(raw.cat.fill_null(""))
-    )
-    cats = cat_enc.dictionary.to_pylist()
-    cat_idx = cat_enc.indices.to_numpy(zero_copy_only=False)
-    cat_kind = np.array([K[_category_kind(c)] for c in cats] or [K[Kind.OTHER]], np.int8)
+    n = len(ph.codes)
+    cats = [c if c is not None else "" for c in cat.words]
+    cat_idx = cat.codes
+    # Classified once per distinct category; the extra last entry is for null categories.
+    cat_kind = np.array([K[_category_kind(c)] for c in cats] + [K[_category_kind("")]], np.int8)
     kind = cat_kind[cat_idx] if n else np.zeros(0, np.int8)
 
-    ph = np.asarray(raw.ph.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
-    name_enc = pc.dictionary_encode(raw.name.fill_null(""))
-    names = name_enc.dictionary.to_pylist()
-    name_idx = name_enc.indices.to_numpy(zero_copy_only=False)
-
-    kind[ph == "M"] = K[Kind.METADATA]
-    flow_ph = np.isin(ph, ["s", "f", "t"])
+    kind[ph.isin(("M",))] = K[Kind.METADATA]
+    flow_ph = ph.isin(("s", "f", "t"))
     kind[flow_ph] = K[Kind.FLOW]
-    instant = np.isin(ph, ["i", "I", "n"]) & ~flow_ph
-    is_memory_name = np.array([nm == "[memory]" for nm in names] or [False])[name_idx]
+    instant = ph.isin(("i", "I", "n")) & ~flow_ph
+    is_memory_name = name.isin(("[memory]",))
     kind[instant & (kind != K[Kind.SYNC])] = K[Kind.INSTANT]
     kind[instant & is_memory_name] = K[Kind.MEMORY]
-    kind[ph == "C"] = K[Kind.OTHER]
-    is_step_name = np.array([bool(_STEP_NAME.match(nm)) for nm in names] or [False])[name_idx]
+    kind[ph.isin(("C",))] = K[Kind.OTHER]
+    is_step_name = name.test(_STEP_NAME.match)
     kind[(kind == K[Kind.ANNOTATION]) & is_step_name] = K[Kind.STEP]
-    is_coll_name = np.array([bool(_COLLECTIVE_NAME.search(nm)) for nm in names] or [False])[name_idx]
+    is_coll_name = name.test(_COLLECTIVE_NAME.search)
     kind[(kind == K[Kind.KERNEL]) & is_coll_name] = K[Kind.COLLECTIVE]
     # A [memory] event Kineto did not categorize still is one.
     kind[(kind == K[Kind.OTHER]) & is_memory_name] = K[Kind.MEMORY]
 
-    runtime_names = {names[i] for i in np.unique(name_idx[kind == K[Kind.RUNTIME]]).tolist()} if n else set()
+    names = [*name.words, ""]
+    runtime_names = {names[i] for i in np.unique(name.codes[kind == K[Kind.RUNTIME]]).tolist()} if n else set()
     accel = accelerator_type(cats, metadata, runtime_names)
     dtypes = ["cpu", accel]
     dev = np.zeros(n, np.int8)
-    dev[np.isin(kind, _ON_DEVICE_CODES)] = 1
+    on_device = np.isin(kind, _ON_DEVICE_CODES)
+    dev[on_device] = 1
     # Category prefixes name the device outright where they can (hip_runtime, mtia_..., xpu_...).
     for i, c in enumerate(cats):
         prefix = c.split("_", 1)[0].lower()
         if prefix in ("hip", "mtia", "xpu", "hpu") and "_" in c:
-            rows = (cat_idx == i) & np.isin(kind, _ON_DEVICE_CODES)
+            rows = (cat_idx == i) & on_device
             if rows.any():
                 if prefix not in dtypes:
                     dtypes.append(prefix)
                 dev[rows] = dtypes.index(prefix)
     mem_rows = kind == K[Kind.MEMORY]
-    if mem_rows.any() and "mem_device_type" in raw.typed:
-        codes = _int_column(raw.typed["mem_device_type"], n)
+    if mem_rows.any() and "mem_device_type" in typed:
+        codes = _int_column(typed["mem_device_type"], n)
         for code in np.unique(codes[mem_rows]):
-            name = _C10_DEVICE.get(int(code), "cpu" if code < 0 else f"device{int(code)}")
-            if name in ("cuda", "privateuseone") and accel not in ("cpu",):
-                name = accel  # ROCm reports CUDA, a renamed PrivateUse1 backend its own name
-            if name not in dtypes:
-                dtypes.append(name)
-            dev[mem_rows & (codes == code)] = dtypes.index(name)
+            dev_name = _C10_DEVICE.get(int(code), "cpu" if code < 0 else f"device{int(code)}")
+            if dev_name in ("cuda", "privateuseone") and accel not in ("cpu",):
+                dev_name = accel  # ROCm reports CUDA, a renamed PrivateUse1 backend its own name
+            if dev_name not in dtypes:
+                dtypes.append(dev_name)
+            dev[mem_rows & (codes == code)] = dtypes.index(dev_name)
     return kind, dev, dtypes
 
 
@@ -469,33 +518,25 @@ def build_trace(
 
     # Rows sorted by start, the longer (enclosing) event first, then source order.
     order = np.lexsort((np.arange(n), -dur_all, start_abs))
-    take = pa.array(order)
-
-    def reorder(arr: pa.Array) -> pa.Array:
-        return arr.take(take)
-
-    raw = RawEvents(
-        n=n,
-        ph=reorder(raw.ph),
-        cat=reorder(raw.cat),
-        name=reorder(raw.name),
-        pid=reorder(raw.pid),
-        tid=reorder(raw.tid),
-        start_ns=start_abs[order],
-        dur_ns=dur_all[order],
-        flow_id=reorder(raw.flow_id),
-        args=reorder(raw.args),
-        extra=reorder(raw.extra),
-        typed={k: reorder(v) for k, v in raw.typed.items()},
-        src={k: reorder(v) for k, v in raw.src.items()},
-        columns={k: reorder(v) for k, v in raw.columns.items()},
-    )
-    start, dur = raw.start_ns, raw.dur_ns
-    pid = _int_column(raw.pid, n)
-    tid = _int_column(raw.tid, n)
+    take = from_numpy(order, pa.int64())
+    ph, cat, name = _Words.of(raw.ph), _Words.of(raw.cat), _Words.of(raw.name)
+    ph.codes, cat.codes, name.codes = ph.codes[order], cat.codes[order], name.codes[order]
+    pid = _int_column(raw.pid, n)[order]
+    tid = _int_column(raw.tid, n)[order]
+    start, dur = start_abs[order], dur_all[order]
+    del start_rel, start_abs, dur_all
+    # Reorder column by column on a shallow copy, so that (when the caller passed its last
+    # reference) each input column is freed as soon as its reordered copy exists.
+    raw = dataclasses.replace(raw, ph=None, cat=None, name=None, pid=None, tid=None, start_ns=None, dur_ns=None)
+    raw.typed, raw.src, raw.columns = dict(raw.typed), dict(raw.src), dict(raw.columns)
+    for key in ("flow_id", "extra", "args"):
+        setattr(raw, key, _reorder(getattr(raw, key), take))
+    for d in (raw.typed, raw.src, raw.columns):
+        for k in list(d):
+            d[k] = _reorder(d[k], take)
     typed = raw.typed
 
-    kind, dev_code, dtypes = _classify(raw, metadata)
+    kind, dev_code, dtypes = _classify(ph, cat, name, typed, metadata)
     on_device = np.isin(kind, _ON_DEVICE_CODES)
     is_device_work = np.isin(kind, _DEVICE_KIND_CODES)
     is_cpu_op = kind == K[Kind.CPU_OP]
@@ -507,7 +548,8 @@ def build_trace(
     stream_arg = _int_column(typed.get("stream"), n)
     device = np.where(on_device, np.where(dev_arg >= 0, dev_arg, pid), -1)
     mem_dev = _int_column(typed.get("mem_device_id"), n)
-    device = np.where(is_mem & (dtypes_index(dtypes, dev_code) != "cpu"), mem_dev, device)
+    not_cpu = np.array([d != "cpu" for d in dtypes])[dev_code]  # per device type, not per event
+    device = np.where(is_mem & not_cpu, mem_dev, device)
     stream = np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1)
 
     # --- call tree
@@ -517,19 +559,17 @@ def build_trace(
     external = _int_column(typed.get("external_id"), n)
     correlation = _int_column(typed.get("correlation"), n)
     flow_id = _int_column(raw.flow_id, n)
-    cats = np.asarray(raw.cat.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
-    ph = np.asarray(raw.ph.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
     is_flow = kind == K[Kind.FLOW]
-    flow_cat = np.char.lower(cats.astype(str)) if n else np.zeros(0, str)
+    is_s = ph.isin(("s",))
 
     # Device work without a correlation arg (old traces) takes it from its ac2g flow's id.
-    ac2g = is_flow & np.isin(flow_cat, ["ac2g", "async_gpu", "async_cpu_to_gpu"])
+    ac2g = is_flow & cat.test(lambda c: c.lower() in ("ac2g", "async_gpu", "async_cpu_to_gpu"))
     if ac2g.any() and (on_device & (correlation < 0)).any():
-        f_rows = np.nonzero(ac2g & (ph != "s"))[0]
+        f_rows = np.nonzero(ac2g & ~is_s)[0]
         bound = _bind_flow_endpoints(f_rows, np.nonzero(on_device)[0], pid, tid, start)
         ok = (bound >= 0) & (correlation[np.maximum(bound, 0)] < 0)
         correlation[bound[ok]] = flow_id[f_rows[ok]]
-        s_rows = np.nonzero(ac2g & (ph == "s"))[0]
+        s_rows = np.nonzero(ac2g & is_s)[0]
         bound = _bind_flow_endpoints(s_rows, np.nonzero(is_runtime)[0], pid, tid, start)
         ok = (bound >= 0) & (correlation[np.maximum(bound, 0)] < 0)
         correlation[bound[ok]] = flow_id[s_rows[ok]]
@@ -552,10 +592,10 @@ def build_trace(
 
     # fwdbwd flows: 's' sits on the forward op, 'f' on the backward node; they share an id.
     fwd = np.full(n, -1, np.int64)
-    fb = is_flow & (flow_cat == "fwdbwd")
+    fb = is_flow & cat.test(lambda c: c.lower() == "fwdbwd")
     if fb.any():
-        s_rows = np.nonzero(fb & (ph == "s"))[0]
-        f_rows = np.nonzero(fb & (ph == "f"))[0]
+        s_rows = np.nonzero(fb & is_s)[0]
+        f_rows = np.nonzero(fb & ph.isin(("f",)))[0]
         cpu_rows = np.nonzero(is_cpu_op)[0]
         s_op = _bind_flow_endpoints(s_rows, cpu_rows, pid, tid, start)
         f_op = _bind_flow_endpoints(f_rows, cpu_rows, pid, tid, start)
@@ -568,49 +608,54 @@ def build_trace(
         has_wrapper = wrapper >= 0
         if has_wrapper.any():
             w = wrapper[has_wrapper]
-            w_names = raw.name.take(pa.array(w)).to_pylist()
-            is_wrap = np.array([str(nm).startswith("autograd::engine::evaluate_function") for nm in w_names])
+            is_wrap = name.test(lambda nm: nm.startswith("autograd::engine::evaluate_function"))[w]
             fwd[w[is_wrap]] = fwd_of_flow[ok][has_wrapper][is_wrap]
         # Ops nested inside a backward node belong to the same forward op.
         fwd = np.where(is_cpu_op, nearest_marked_ancestor(parent, fwd), -1)
 
     # --- steps
-    step = _assign_steps(kind, raw, start, dur, op, launch, on_device)
+    step = _assign_steps(kind, name, start, dur, op, launch, on_device)
 
     # --- source attribution
-    src = _attribute_source(raw, kind, parent, op, fwd, on_device | is_runtime | is_mem, user_code)
+    src = attribute_source(raw.src, name, kind, parent, op, fwd, on_device | is_runtime | is_mem, user_code, launch)
+    raw.src = {}
 
     # --- typed columns
-    names = raw.name.fill_null("")
-    memcpy_kind = _memcpy_kinds(names, kind == K[Kind.MEMCPY])
-    size_bytes = np.where(is_mem, _int_column(typed.get("mem_bytes"), n), -1)
+    memcpy_kind = _memcpy_kinds(name, kind == K[Kind.MEMCPY])
+    size_bytes = np.where(is_mem, _int_column(typed.pop("mem_bytes", None), n), -1)
     sized = (kind == K[Kind.MEMCPY]) | (kind == K[Kind.MEMSET])
-    size_bytes = np.where(sized, _int_column(typed.get("bytes"), n), size_bytes)
-    coll_bytes = _int_column(typed.get("in_msg_size"), n)
+    size_bytes = np.where(sized, _int_column(typed.pop("bytes", None), n), size_bytes)
+    coll_bytes = _int_column(typed.pop("in_msg_size", None), n)
     size_bytes = np.where((size_bytes == -1) & (coll_bytes >= 0), coll_bytes, size_bytes)
     size_mask = size_bytes == -1
 
-    kind_arr = pa.DictionaryArray.from_arrays(pa.array(kind.astype(np.int32)), pa.array(list(KINDS)))
-    dtype_arr = pa.DictionaryArray.from_arrays(pa.array(dev_code.astype(np.int32)), pa.array(dtypes))
+    kind_arr = pa.DictionaryArray.from_arrays(from_numpy(kind, pa.int32()), string_array(list(KINDS)))
+    dtype_arr = pa.DictionaryArray.from_arrays(from_numpy(dev_code, pa.int32()), string_array(dtypes))
     if "device_type" in raw.columns:  # a collector that knows better (in-process capture)
         given = raw.columns["device_type"].cast(pa.string())
         dtype_arr = pc.if_else(pc.is_null(given), dtype_arr.cast(pa.string()), given)
 
     rank = int(metadata.get("rank", 0) or 0)
+    for used in ("device", "stream", "mem_device_id", "mem_device_type", "external_id", "correlation"):
+        typed.pop(used, None)
+
+    def pop(key: str) -> Any:  # each typed input is released as soon as its output column exists
+        return typed.pop(key, None)
+
     cols: dict[str, Any] = {
-        "event_id": pa.array(rows),
-        "rank": pa.array(np.full(n, rank, np.int32)),
+        "event_id": from_numpy(rows, pa.int64()),
+        "rank": from_numpy(np.full(n, rank, np.int32), pa.int32()),
         "kind": kind_arr,
-        "category": raw.cat,
-        "ph": raw.ph,
-        "name": raw.name,
+        "category": dictionary_from_codes(cat.codes, cat.words),
+        "ph": dictionary_from_codes(ph.codes, ph.words),
+        "name": dictionary_from_codes(name.codes, name.words),
         "device_type": dtype_arr,
         "device": _nullable(device, pa.int32()),
         "stream": _nullable(stream, pa.int64()),
-        "pid": pa.array(pid),
-        "tid": pa.array(tid),
-        "start_ns": pa.array(start),
-        "dur_ns": pa.array(dur),
+        "pid": from_numpy(pid, pa.int64()),
+        "tid": from_numpy(tid, pa.int64()),
+        "start_ns": from_numpy(start, pa.int64()),
+        "dur_ns": from_numpy(dur, pa.int64()),
         "parent_id": _nullable(parent, pa.int64()),
         "correlation_id": _nullable(correlation, pa.int64()),
         "external_id": _nullable(external, pa.int64()),
@@ -618,42 +663,42 @@ def build_trace(
         "op_id": _nullable(op, pa.int64()),
         "fwd_id": _nullable(fwd, pa.int64()),
         "step": _nullable(step, pa.int32()),
-        "cycle": raw.columns.get("cycle", pa.array(np.zeros(n, np.int32))),
-        "sequence_nr": _nullable(_int_column(typed.get("sequence_nr"), n), pa.int64()),
+        "cycle": raw.columns.get("cycle", from_numpy(np.zeros(n, np.int32), pa.int32())),
+        "sequence_nr": _nullable(_int_column(pop("sequence_nr"), n), pa.int64()),
         **src,
-        "input_shapes": typed.get("input_dims"),
-        "input_types": typed.get("input_type"),
-        "flops": _nullable(_int_column(typed.get("flops"), n), pa.int64()),
+        "input_shapes": pop("input_dims"),
+        "input_types": pop("input_type"),
+        "flops": _nullable(_int_column(pop("flops"), n), pa.int64()),
         "bytes": masked_array(size_bytes, pa.int64(), size_mask),
-        "bandwidth_gbps": _nullable(_float_column(typed.get("bandwidth"), n), pa.float64()),
+        "bandwidth_gbps": _nullable(_float_column(pop("bandwidth"), n), pa.float64()),
         "memcpy_kind": memcpy_kind,
-        "grid": _shape_column(typed.get("grid"), n),
-        "block": _shape_column(typed.get("block"), n),
-        "registers_per_thread": _nullable(_int_column(typed.get("registers"), n), pa.int32()),
-        "shared_memory_bytes": _nullable(_int_column(typed.get("shared_memory"), n), pa.int64()),
-        "blocks_per_sm": _nullable(_float_column(typed.get("blocks_per_sm"), n), pa.float64()),
-        "warps_per_sm": _nullable(_float_column(typed.get("warps_per_sm"), n), pa.float64()),
-        "occupancy_pct": _nullable(_float_column(typed.get("occupancy"), n), pa.float64()),
+        "grid": _shape_column(pop("grid"), n),
+        "block": _shape_column(pop("block"), n),
+        "registers_per_thread": _nullable(_int_column(pop("registers"), n), pa.int32()),
+        "shared_memory_bytes": _nullable(_int_column(pop("shared_memory"), n), pa.int64()),
+        "blocks_per_sm": _nullable(_float_column(pop("blocks_per_sm"), n), pa.float64()),
+        "warps_per_sm": _nullable(_float_column(pop("warps_per_sm"), n), pa.float64()),
+        "occupancy_pct": _nullable(_float_column(pop("occupancy"), n), pa.float64()),
         "mem_total_allocated_bytes": _nullable(
-            np.where(is_mem, _int_column(typed.get("total_allocated"), n), -1), pa.int64()
+            np.where(is_mem, _int_column(pop("total_allocated"), n), -1), pa.int64()
         ),
-        "mem_total_reserved_bytes": _nullable(
-            np.where(is_mem, _int_column(typed.get("total_reserved"), n), -1), pa.int64()
-        ),
-        "mem_addr": _nullable(np.where(is_mem, _int_column(typed.get("addr"), n), -1), pa.int64()),
-        "graph_id": _nullable(np.where(is_device_work, _int_column(typed.get("graph_id"), n), -1), pa.int64()),
+        "mem_total_reserved_bytes": _nullable(np.where(is_mem, _int_column(pop("total_reserved"), n), -1), pa.int64()),
+        "mem_addr": _nullable(np.where(is_mem, _int_column(pop("addr"), n), -1), pa.int64()),
+        "graph_id": _nullable(np.where(is_device_work, _int_column(pop("graph_id"), n), -1), pa.int64()),
         "flow_id": raw.flow_id,
-        "collective_name": _string_column(typed.get("collective_name"), n),
-        "group_size": _nullable(_int_column(typed.get("group_size"), n), pa.int32()),
+        "collective_name": _string_column(pop("collective_name"), n),
+        "group_size": _nullable(_int_column(pop("group_size"), n), pa.int32()),
         "args": raw.args,
         "extra": raw.extra,
     }
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
             cols[k] = v
+    raw.args = raw.extra = raw.flow_id = None
+    del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
     arrays = []
     for f in EVENTS_SCHEMA:
-        v = cols.get(f.name)
+        v = cols.pop(f.name, None)
         if v is None:
             arrays.append(pa.nulls(n, f.type))
             continue
@@ -672,8 +717,13 @@ def build_trace(
     meta = dict(metadata)
     meta.setdefault("collector_version", __version__)
     meta["schema_version"] = SCHEMA_VERSION
-    meta["device_types"] = sorted(set(dtypes_index(dtypes, dev_code).tolist())) if n else []
+    meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
     return Trace(table, meta, path=None)
+
+
+def _reorder(arr: pa.Array | pa.ChunkedArray, take: pa.Array) -> pa.Array:
+    out = arr.take(take)
+    return out.chunk(0) if isinstance(out, pa.ChunkedArray) and out.num_chunks == 1 else out
 
 
 def dtypes_index(dtypes: list[str], codes: np.ndarray) -> np.ndarray:
@@ -682,7 +732,7 @@ def dtypes_index(dtypes: list[str], codes: np.ndarray) -> np.ndarray:
 
 def _assign_steps(
     kind: np.ndarray,
-    raw: RawEvents,
+    name: _Words,
     start: np.ndarray,
     dur: np.ndarray,
     op: np.ndarray,
@@ -694,7 +744,7 @@ def _assign_steps(
     step_rows = np.nonzero(kind == K[Kind.STEP])[0]
     if step_rows.size == 0:
         return step
-    names = raw.name.take(pa.array(step_rows)).to_pylist()
+    names = name.values(step_rows)
     numbers = np.array([int(_STEP_NAME.match(nm).group(1)) for nm in names], np.int64)  # type: ignore[union-attr]
     s0 = start[step_rows]
     s1 = s0 + dur[step_rows]
@@ -705,7 +755,7 @@ def _assign_steps(
     ok = (idx >= 0) & (start < s1[np.maximum(idx, 0)])
     by_time = np.where(ok, numbers[np.maximum(idx, 0)], -1)
     step = np.where(host, by_time, -1)
-    step[step_rows] = np.asarray([int(_STEP_NAME.match(nm).group(1)) for nm in names])  # type: ignore[union-attr]
+    step[step_rows] = numbers[np.argsort(order, kind="stable")]
     # Device work belongs to the step its launch (or op) happened in, not where it ran.
     dev_step = np.where(op >= 0, step[np.maximum(op, 0)], -1)
     dev_step = np.where((dev_step < 0) & (launch >= 0), step[np.maximum(launch, 0)], dev_step)
@@ -714,134 +764,17 @@ def _assign_steps(
     return step
 
 
-def _attribute_source(
-    raw: RawEvents,
-    kind: np.ndarray,
-    parent: np.ndarray,
-    op: np.ndarray,
-    fwd: np.ndarray,
-    inherits_from_op: np.ndarray,
-    user_code: UserCode,
-) -> dict[str, pa.Array]:
-    n = len(kind)
-    is_py = kind == K[Kind.PYTHON]
-    name_enc = pc.dictionary_encode(raw.name.fill_null(""))
-    names = name_enc.dictionary.to_pylist()
-    name_idx = name_enc.indices.to_numpy(zero_copy_only=False)
-
-    # Function-level attribution from python_function frames (def lines only).
-    frames = [parse_python_frame(nm) for nm in names]
-    user_name = np.array([f is not None and user_code.is_user(f[0]) for f in frames] or [False])
-    mod_names = [module_name(nm) for nm in names]
-    is_mod_name = np.array([m is not None for m in mod_names] or [False])
-    rows = np.arange(n, dtype=np.int64)
-    user_frame = np.where(is_py & user_name[name_idx], rows, -1)
-    frame_of = nearest_marked_ancestor(parent, user_frame)
-
-    file_by_name = np.array([f[0] if f else None for f in frames] + [None], dtype=object)
-    line_by_name = np.array([f[1] if f else -1 for f in frames] + [-1], dtype=np.int64)
-    func_by_name = np.array([f[2] if f else None for f in frames] + [None], dtype=object)
-    fname_idx = np.where(frame_of >= 0, name_idx[np.maximum(frame_of, 0)], len(names))
-    src_file = file_by_name[fname_idx]
-    src_line = line_by_name[fname_idx]
-    src_func = func_by_name[fname_idx]
-    precision = np.where(frame_of >= 0, Precision.FUNCTION, None).astype(object)
-
-    # nn.Module path: the chain of enclosing module frames, outermost first.
-    mod_rows = np.nonzero(is_py & is_mod_name[name_idx])[0]
-    module_of = nearest_marked_ancestor(parent, np.where(is_py & is_mod_name[name_idx], rows, -1))
-    src_module = np.full(n, None, dtype=object)
-    if mod_rows.size:
-        path_of: dict[int, str] = {}
-        outer = np.where(parent[mod_rows] >= 0, module_of[np.maximum(parent[mod_rows], 0)], -1)
-        for r, o in zip(mod_rows.tolist(), outer.tolist()):  # rows are in start order: parents first
-            own = mod_names[name_idx[r]] or ""
-            path_of[r] = f"{path_of[o]}.{own}" if o >= 0 and o in path_of else own
-        has = module_of >= 0
-        lookup = np.array([path_of.get(int(r)) for r in module_of[has]], dtype=object)
-        src_module[has] = lookup
-
-    # Exact lines from the collector win over function-level attribution.
-    if raw.src:
-        given_line = _int_column(raw.src.get("src_line"), n)
-        exact = given_line >= 0
-        if exact.any():
-            gf = (
-                np.asarray(raw.src["src_file"].to_pylist(), dtype=object)
-                if "src_file" in raw.src
-                else np.full(n, None, object)
-            )
-            gfn = (
-                np.asarray(raw.src["src_func"].to_pylist(), dtype=object)
-                if "src_func" in raw.src
-                else np.full(n, None, object)
-            )
-            gp = (
-                np.asarray(raw.src["src_precision"].to_pylist(), dtype=object)
-                if "src_precision" in raw.src
-                else np.full(n, Precision.LINE, object)
-            )
-            src_file = np.where(exact, gf, src_file)
-            src_line = np.where(exact, given_line, src_line)
-            src_func = np.where(exact, gfn, src_func)
-            precision = np.where(exact, np.where(pd_isnull(gp), Precision.LINE, gp), precision)
-        if "src_module" in raw.src:
-            gm = np.asarray(raw.src["src_module"].to_pylist(), dtype=object)
-            src_module = np.where(pd_isnull(gm), src_module, gm)
-
-    # Backward ops: the forward op's line, even when the backward ran under a user frame (the
-    # `loss.backward()` line says less than the forward line being differentiated).
-    has_src = src_line >= 0
-    inherit_fwd = fwd >= 0
-    if inherit_fwd.any():
-        idx = np.nonzero(inherit_fwd)[0]
-        f = fwd[idx]
-        ok = has_src[f]
-        idx, f = idx[ok], f[ok]
-        src_file[idx], src_line[idx], src_func[idx] = src_file[f], src_line[f], src_func[f]
-        src_module[idx] = np.where(pd_isnull(src_module[f]), src_module[idx], src_module[f])
-        precision[idx] = Precision.FORWARD
-    # Device work, runtime calls and memory events: the launching op's line.
-    has_src = src_line >= 0
-    from_op = inherits_from_op & (op >= 0)
-    take_op = from_op & ((kind != K[Kind.RUNTIME]) & (kind != K[Kind.MEMORY]) | ~has_src)
-    take_op &= has_src[np.maximum(op, 0)]
-    idx = np.nonzero(take_op)[0]
-    o = op[idx]
-    src_file[idx], src_line[idx], src_func[idx] = src_file[o], src_line[o], src_func[o]
-    src_module[idx] = src_module[o]
-    precision[idx] = Precision.LAUNCH
-
-    return {
-        "src_file": pa.array(src_file, pa.string()).dictionary_encode(),
-        "src_line": _nullable(src_line, pa.int32()),
-        "src_func": pa.array(src_func, pa.string()).dictionary_encode(),
-        "src_module": pa.array(src_module, pa.string()).dictionary_encode(),
-        "src_precision": pa.array(precision, pa.string()).dictionary_encode(),
-    }
-
-
-def pd_isnull(values: np.ndarray) -> np.ndarray:
-    return (
-        np.array([v is None or (isinstance(v, float) and v != v) for v in values], bool)
-        if values.size
-        else np.zeros(0, bool)
-    )
-
-
-def _memcpy_kinds(names: pa.Array, is_copy: np.ndarray) -> pa.Array:
-    enc = pc.dictionary_encode(names)
+def _memcpy_kinds(name: _Words, is_copy: np.ndarray) -> pa.Array:
     labels: list[str | None] = []
-    for nm in enc.dictionary.to_pylist():
+    for nm in name.words:
+        nm = nm or ""
         m = _MEMCPY_NAME.search(nm)
         if m:
             memory = m.group(2)
             labels.append(f"{m.group(1)} ({memory})" if memory in ("Pageable", "Pinned") else m.group(1))
         else:
             labels.append(next((v for k, v in _AMD_COPY.items() if k in nm), None))
-    idx = enc.indices.to_numpy(zero_copy_only=False)
-    lab = np.asarray([*labels, None], dtype=object)[np.where(is_copy, idx, len(labels))]
-    return pa.array(lab, pa.string()).dictionary_encode()
+    return dictionary_from_codes(np.where(is_copy, name.codes, -1), labels)
 
 
 def _shape_column(arr: pa.Array | None, n: int) -> pa.Array:
@@ -852,6 +785,8 @@ def _shape_column(arr: pa.Array | None, n: int) -> pa.Array:
             return arr.cast(pa.list_(pa.int32()))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     out = []
     for v in arr.to_pylist():
         out.append([int(x) for x in v] if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) else None)

@@ -25,7 +25,6 @@ it adds:
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import sys
 import threading
@@ -33,7 +32,6 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +39,7 @@ import torch
 import torch.profiler
 
 from neuron_explorer import __version__
+from neuron_explorer.collectors._conversion import conversion_settings
 from neuron_explorer.collectors.capture_convert import convert_results
 from neuron_explorer.collectors.capture_output import distributed_info, run_metadata, trace_path
 from neuron_explorer.collectors.source_map import UserCode
@@ -101,13 +100,30 @@ class profile(torch.profiler.profile):
             activities = sorted(torch.profiler.supported_activities(), key=lambda a: int(a.value))
         activities = list(activities)
         self._init_args: dict[str, Any] = dict(
-            activities=activities, schedule=schedule, on_trace_ready=on_trace_ready, record_shapes=record_shapes,
-            profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
-            output=output, user_code=user_code, background=background, max_pending=max_pending, on_error=on_error, **torch_kwargs,
+            activities=activities,
+            schedule=schedule,
+            on_trace_ready=on_trace_ready,
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            with_flops=with_flops,
+            with_modules=with_modules,
+            output=output,
+            user_code=user_code,
+            background=background,
+            max_pending=max_pending,
+            on_error=on_error,
+            **torch_kwargs,
         )
         super().__init__(
-            activities=activities, schedule=schedule, on_trace_ready=on_trace_ready, record_shapes=record_shapes,
-            profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
+            activities=activities,
+            schedule=schedule,
+            on_trace_ready=on_trace_ready,
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            with_flops=with_flops,
+            with_modules=with_modules,
             **torch_kwargs,
         )
         self.output = Path(output) if output is not None else None
@@ -238,11 +254,17 @@ class profile(torch.profiler.profile):
             self._flush()
 
     def _convert(
-        self, results: Any, meta: dict[str, Any], path: Path | None, cycle: int, search_path: list[str], timing: dict[str, Any]
+        self,
+        results: Any,
+        meta: dict[str, Any],
+        path: Path | None,
+        cycle: int,
+        search_path: list[str],
+        timing: dict[str, Any],
     ) -> None:
         t0 = time.perf_counter()
         try:
-            with _gc_paused():
+            with conversion_settings():
                 trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle)
         except Exception as exc:
             if os.environ.get("NEURON_EXPLORER_DEBUG"):
@@ -320,25 +342,3 @@ def _activity_name(activity: Any) -> str:
     if int(getattr(activity, "value", -1)) == int(torch.profiler.ProfilerActivity.PrivateUse1.value):
         return "PrivateUse1"
     return str(name)
-
-
-_GC_LOCK = threading.Lock()
-_GC_STATE = {"depth": 0, "was_enabled": True}
-
-
-@contextmanager
-def _gc_paused() -> Any:
-    """Pause the cyclic GC while converting: the walk makes ~1e5 short-lived wrappers, and
-    generation-2 passes over them cost more than the conversion itself (measured 2.5x)."""
-    with _GC_LOCK:
-        if _GC_STATE["depth"] == 0:
-            _GC_STATE["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _GC_STATE["depth"] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_STATE["depth"] -= 1
-            if _GC_STATE["depth"] == 0 and _GC_STATE["was_enabled"]:
-                gc.enable()

@@ -187,6 +187,10 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         schema = pq.read_schema(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
+    return _check_metadata(schema, path)
+
+
+def _check_metadata(schema: pa.Schema, path: Path) -> dict[str, Any]:
     raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise TraceFormatError("a Parquet file, but not a Neuron Explorer trace (no trace metadata)", path)
@@ -208,12 +212,21 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
 
 
 def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dict[str, Any]]:
-    metadata = read_metadata(path)
+    # One open of the file for footer and data, through ParquetFile: pq.read_table goes
+    # through pyarrow.dataset, whose import pulls in pandas (~0.3 s of CPU, 40 MB) for nothing.
     try:
-        wanted = [c for c in columns if c in COLUMN_NAMES] if columns is not None else None
-        table = pq.read_table(path, columns=wanted)
+        pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceFormatError(f"Parquet data is corrupt or truncated ({_short(exc)})", path) from None
+        raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
+    with pf:
+        metadata = _check_metadata(pf.schema_arrow, path)
+        try:
+            wanted = [c for c in columns if c in COLUMN_NAMES] if columns is not None else None
+            if wanted is not None:
+                wanted = [c for c in wanted if c in pf.schema_arrow.names]
+            table = pf.read(columns=wanted)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise TraceFormatError(f"Parquet data is corrupt or truncated ({_short(exc)})", path) from None
     if columns is None:
         table = conform(table.replace_schema_metadata(None))
     return table, metadata

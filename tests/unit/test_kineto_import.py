@@ -239,3 +239,49 @@ def test_string_pids_survive_export(tmp_path: Path) -> None:
     out = write_chrome_trace(trace, tmp_path / "x.json")
     text = out.read_text()
     assert json.loads(text)["traceEvents"]
+
+
+def test_device_work_without_an_op_takes_its_launch_line(tmp_path: Path) -> None:
+    # A CUDA graph replayed from user code: the launch sits under a user frame, not under an op.
+    events = [
+        {"ph": "X", "cat": "python_function", "name": "train.py(40): replay", "pid": 1, "tid": 1, "ts": 100, "dur": 50},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGraphLaunch",
+            "pid": 1,
+            "tid": 1,
+            "ts": 110,
+            "dur": 5,
+            "args": {"correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 120,
+            "dur": 20,
+            "args": {"correlation": 7, "device": 0, "stream": 7, "graph id": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "relu",
+            "pid": 0,
+            "tid": 7,
+            "ts": 141,
+            "dur": 5,
+            "args": {"correlation": 7, "device": 0, "stream": 7, "graph id": 3},
+        },
+    ]
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    kernels = ne.load(path).to_pandas(
+        kinds=["kernel"], columns=["src_file", "src_line", "src_func", "src_precision", "op_id"]
+    )
+    assert kernels["op_id"].isna().all()
+    assert set(zip(kernels["src_file"].astype(str), kernels["src_line"], kernels["src_precision"].astype(str))) == {
+        ("train.py", 40, "launch")
+    }
