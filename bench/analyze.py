@@ -57,7 +57,12 @@ def parquet_of(src: Path) -> Path:
 
 
 def hta_python(explicit: str | None) -> Path | None:
-    for cand in (explicit, os.environ.get("HTA_PYTHON"), HERE / ".venv-hta" / "bin" / "python", "/tmp/hta-venv/bin/python"):
+    for cand in (
+        explicit,
+        os.environ.get("HTA_PYTHON"),
+        HERE / ".venv-hta" / "bin" / "python",
+        "/tmp/hta-venv/bin/python",
+    ):
         if cand and Path(cand).exists():
             return Path(cand)
     return None
@@ -77,7 +82,9 @@ def share_diffs(ours: dict, theirs: dict) -> dict[str, float]:
         if not total or not r["idle_ns"]:
             continue
         for cat in ("host_wait", "kernel_wait", "other"):
-            diffs[f"idle s{r['stream']} {cat}"] = abs(r[f"{cat}_pct"] - 100.0 * h_idle.get((r["stream"], cat), 0.0) / total)
+            diffs[f"idle s{r['stream']} {cat}"] = abs(
+                r[f"{cat}_pct"] - 100.0 * h_idle.get((r["stream"], cat), 0.0) / total
+            )
     # kernel types with overlaps counted once (HTA's GPU kernel breakdown)
     h_types = {k["kernel_type"]: k["sum"] for k in theirs["kernel_types"]}
     o_types = {k["kernel_type"]: k["total_ns"] / 1000.0 for k in ours["kernel_types"]}
@@ -102,14 +109,25 @@ def parity(src: Path, hta: Path) -> tuple[list[Row], dict, dict]:
     exact = share_diffs(ours, theirs)
     on_grid = share_diffs(ours_us, theirs)
     worst = max(on_grid, key=on_grid.get) if on_grid else "-"
-    row = Row(f"parity {src.name[:40]}", f"{len(on_grid)} shares compared", "HTA 0.5.0", None, "<= 0.5 pp",
-              bool(on_grid) and max(on_grid.values()) <= 0.5,
-              note=(f"max diff {max(on_grid.values(), default=0):.3f} pp ({worst}) on HTA's microsecond grid; "
-                    f"{max(exact.values(), default=0):.3f} pp with our exact ns timestamps"),
-              values={"diffs_pp": on_grid, "exact_diffs_pp": exact})
+    row = Row(
+        f"parity {src.name[:40]}",
+        f"{len(on_grid)} shares compared",
+        "HTA 0.5.0",
+        None,
+        "<= 0.5 pp",
+        bool(on_grid) and max(on_grid.values()) <= 0.5,
+        note=(
+            f"max diff {max(on_grid.values(), default=0):.3f} pp ({worst}) on HTA's microsecond grid; "
+            f"{max(exact.values(), default=0):.3f} pp with our exact ns timestamps"
+        ),
+        values={"diffs_pp": on_grid, "exact_diffs_pp": exact},
+    )
     timing_ours = {"process_s": ours_m.wall_s, "in_process_s": ours["total_s"], "rss": ours_m.peak_rss_bytes}
-    timing_hta = {"process_s": theirs_m.wall_s, "in_process_s": theirs["load_s"] + theirs["analyze_s"],
-                  "rss": theirs_m.peak_rss_bytes}
+    timing_hta = {
+        "process_s": theirs_m.wall_s,
+        "in_process_s": theirs["load_s"] + theirs["analyze_s"],
+        "rss": theirs_m.peak_rss_bytes,
+    }
     return [row], timing_ours, timing_hta
 
 
@@ -137,9 +155,18 @@ def main(argv: list[str] | None = None) -> int:
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
     best = min(walls)
-    rows.append(Row("in-process all metrics + rules (216k events)", fmt_s(best), "", None, "<= 1 s", best <= 1.0,
-                    note=f"cpu {fmt_s(min(cpus))}; {len(a.findings)} findings, {len(a.rules_run)} rules",
-                    values={"wall_s": walls, "cpu_s": cpus}))
+    rows.append(
+        Row(
+            "in-process all metrics + rules (216k events)",
+            fmt_s(best),
+            "",
+            None,
+            "<= 1 s",
+            best <= 1.0,
+            note=f"cpu {fmt_s(min(cpus))}; {len(a.findings)} findings, {len(a.rules_run)} rules",
+            values={"wall_s": walls, "cpu_s": cpus},
+        )
+    )
 
     # 1 + 3. parity and file-to-answer against HTA
     hta = None if args.skip_hta else hta_python(args.hta_python)
@@ -152,19 +179,37 @@ def main(argv: list[str] | None = None) -> int:
             prow, ours_t, hta_t = parity(src, hta)
             rows += prow
             if src == BIG:
-                runs = [run_measured([PY, str(HERE / "_ours_analyze.py"), "breakdowns", str(big)], cwd=ROOT)
-                        for _ in range(3)]
+                runs = [
+                    run_measured([PY, str(HERE / "_ours_analyze.py"), "breakdowns", str(big)], cwd=ROOT)
+                    for _ in range(3)
+                ]
                 in_proc = sorted([ours_t["in_process_s"], *(m.json()["total_s"] for m in runs)])[2]
                 whole = sorted([ours_t["process_s"], *(m.wall_s for m in runs)])[2]
                 ratio = hta_t["in_process_s"] / in_proc
-                rows.append(Row("file -> temporal+idle+kernel breakdowns (216k)", fmt_s(in_proc), fmt_s(hta_t["in_process_s"]),
-                                ratio, ">= 10x", ratio >= 10,
-                                note="our Parquet read + breakdowns vs HTA's load + breakdowns, imports excluded (median)",
-                                values={"ours_s": in_proc, "hta_s": hta_t["in_process_s"]}))
-                rows.append(Row("  same, whole processes (interpreter + imports)", fmt_s(whole), fmt_s(hta_t["process_s"]),
-                                hta_t["process_s"] / whole, "", None,
-                                note="~0.45 s of ours is starting Python and importing pandas/pyarrow",
-                                values={"ours_s": whole, "hta_s": hta_t["process_s"]}))
+                rows.append(
+                    Row(
+                        "file -> temporal+idle+kernel breakdowns (216k)",
+                        fmt_s(in_proc),
+                        fmt_s(hta_t["in_process_s"]),
+                        ratio,
+                        ">= 10x",
+                        ratio >= 10,
+                        note="our Parquet read + breakdowns vs HTA's load + breakdowns, imports excluded (median)",
+                        values={"ours_s": in_proc, "hta_s": hta_t["in_process_s"]},
+                    )
+                )
+                rows.append(
+                    Row(
+                        "  same, whole processes (interpreter + imports)",
+                        fmt_s(whole),
+                        fmt_s(hta_t["process_s"]),
+                        hta_t["process_s"] / whole,
+                        "",
+                        None,
+                        note="~0.45 s of ours is starting Python and importing pandas/pyarrow",
+                        values={"ours_s": whole, "hta_s": hta_t["process_s"]},
+                    )
+                )
 
     # 4. synthetic 5M events, all metrics and rules, fresh process
     synth = DATA / "synth_5m.parquet"
@@ -177,10 +222,18 @@ def main(argv: list[str] | None = None) -> int:
         m = run_measured([PY, str(HERE / "_ours_analyze.py"), "all", str(synth)], cwd=ROOT)
         res = m.json()
         ok = res["analyze_s"] <= 20 and m.peak_rss_bytes < 4e9
-        rows.append(Row(f"synthetic {res['events'] / 1e6:.1f}M events: all metrics + rules", fmt_s(res["analyze_s"]), "",
-                        None, "<= 20 s, < 4 GB", ok,
-                        note=f"read {fmt_s(res['read_s'])}, peak RSS {fmt_bytes(m.peak_rss_bytes)}, cpu {fmt_s(res['cpu_s'])}",
-                        values={**res, "peak_rss_bytes": m.peak_rss_bytes, "wall_s": m.wall_s}))
+        rows.append(
+            Row(
+                f"synthetic {res['events'] / 1e6:.1f}M events: all metrics + rules",
+                fmt_s(res["analyze_s"]),
+                "",
+                None,
+                "<= 20 s, < 4 GB",
+                ok,
+                note=f"read {fmt_s(res['read_s'])}, peak RSS {fmt_bytes(m.peak_rss_bytes)}, cpu {fmt_s(res['cpu_s'])}",
+                values={**res, "peak_rss_bytes": m.peak_rss_bytes, "wall_s": m.wall_s},
+            )
+        )
 
     print_table(rows, "bench/analyze.py: analysis vs HolisticTraceAnalysis 0.5.0")
 

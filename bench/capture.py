@@ -105,12 +105,16 @@ def main() -> None:
     # torch's own step() at a cycle end = stop + finalize + handler; ours = stop + finalize + ours
     finalize = torch_block - exported["s"]
     step_ratio = statistics.median(ne_times) / statistics.median(torch_times)
-    print(f"step time (median): torch {statistics.median(torch_times) * 1e3:.3f} ms, "
-          f"neuron_explorer {statistics.median(ne_times) * 1e3:.3f} ms -> ratio {step_ratio:.3f} (target <= 1.10)")
+    print(
+        f"step time (median): torch {statistics.median(torch_times) * 1e3:.3f} ms, "
+        f"neuron_explorer {statistics.median(ne_times) * 1e3:.3f} ms -> ratio {step_ratio:.3f} (target <= 1.10)"
+    )
     ours = max(ne_block - finalize, 0.0)
-    print(f"blocking at the cycle end: torch step() {torch_block:.3f} s = finalize {finalize:.3f} + export_chrome_trace "
-          f"{exported['s']:.3f}; neuron_explorer step() {ne_block:.3f} s -> ours ~{ours:.3f} s, ratio to export "
-          f"{ours / exported['s']:.3f} (target <= 1.5); conversion then runs at the context's exit: {ne_exit:.3f} s")
+    print(
+        f"blocking at the cycle end: torch step() {torch_block:.3f} s = finalize {finalize:.3f} + export_chrome_trace "
+        f"{exported['s']:.3f}; neuron_explorer step() {ne_block:.3f} s -> ours ~{ours:.3f} s, ratio to export "
+        f"{ours / exported['s']:.3f} (target <= 1.5); conversion then runs at the context's exit: {ne_exit:.3f} s"
+    )
 
     # Conversion rate on a ~N-event profile (converted synchronously, timed alone).
     model, opt = make()
@@ -135,9 +139,11 @@ def main() -> None:
     p.export_chrome_trace(str(tmp / "rate.json"))
     export_s = time.perf_counter() - t3
     rate = trace.num_events / (t2 - t0)
-    print(f"conversion: {trace.num_events} events in {t2 - t0:.3f} s (convert {t1 - t0:.3f} + write {t2 - t1:.3f}) "
-          f"-> {rate:,.0f} events/s (target >= 100,000); torch export_chrome_trace of the same: {export_s:.3f} s "
-          f"-> ratio {(t2 - t0) / export_s:.2f}")
+    print(
+        f"conversion: {trace.num_events} events in {t2 - t0:.3f} s (convert {t1 - t0:.3f} + write {t2 - t1:.3f}) "
+        f"-> {rate:,.0f} events/s (target >= 100,000); torch export_chrome_trace of the same: {export_s:.3f} s "
+        f"-> ratio {(t2 - t0) / export_s:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from neuron_explorer.trace import Trace, load  # noqa: E402
+from neuron_explorer.trace import Trace, load
 
 __all__ = ["Trace", "__version__", "load", "profile"]
 

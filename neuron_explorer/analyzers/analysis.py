@@ -68,8 +68,19 @@ class Analysis:
             "launch_summary": _jsonable(self.launch_summary),
             "tables": {
                 name: records(getattr(self, name), max_rows)
-                for name in ("steps", "breakdown", "temporal", "idle", "kernels", "kernel_categories", "kernel_types", "ops",
-                             "source_lines", "launches", "overlap")
+                for name in (
+                    "steps",
+                    "breakdown",
+                    "temporal",
+                    "idle",
+                    "kernels",
+                    "kernel_categories",
+                    "kernel_types",
+                    "ops",
+                    "source_lines",
+                    "launches",
+                    "overlap",
+                )
             },
         }
 
@@ -172,7 +183,11 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
     w = frames.step_windows
     wall = int((w.groupby("rank")["end_ns"].max() - w.groupby("rank")["start_ns"].min()).max()) if len(w) else 0
     bd = a.breakdown
-    totals = bd[[c for c in bd.columns if c.endswith("_ns") and c != "start_ns"]].sum() if len(bd) else pd.Series(dtype="int64")
+    totals = (
+        bd[[c for c in bd.columns if c.endswith("_ns") and c != "start_ns"]].sum()
+        if len(bd)
+        else pd.Series(dtype="int64")
+    )
     wall_sum = float(totals.get("wall_ns", 0)) or 1.0
     trace_meta = frames.metadata.get("trace_metadata") or {}
     devices = _devices(frames)
@@ -223,7 +238,10 @@ def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
         "idle (waiting on neither host ops nor device)": summary["idle_pct"],
     }
     if summary["device_types"] == ["cpu"]:
-        parts = {"busy in framework ops": summary["host_exposed_pct"], "outside framework ops (Python, data loading, sleeps)": summary["idle_pct"]}
+        parts = {
+            "busy in framework ops": summary["host_exposed_pct"],
+            "outside framework ops (Python, data loading, sleeps)": summary["idle_pct"],
+        }
     label, pct = max(parts.items(), key=lambda kv: kv[1])
     text = f"Mostly {label} ({pct:.0f}% of wall time)"
     if top is not None:

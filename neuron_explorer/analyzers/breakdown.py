@@ -50,23 +50,29 @@ def step_breakdown(frames: TraceFrames) -> pd.DataFrame:
     devices = dev[["rank", "device", "device_type"]].drop_duplicates(["rank", "device"])
     devices = devices.assign(device_type=devices["device_type"].astype(str))
     host_only = sorted(set(w["rank"]) - set(devices["rank"]))
-    devices = pd.concat(
-        [devices, pd.DataFrame({"rank": host_only, "device": -1, "device_type": "cpu"})], ignore_index=True
-    ).sort_values(["rank", "device"]).reset_index(drop=True)
+    devices = (
+        pd.concat([devices, pd.DataFrame({"rank": host_only, "device": -1, "device_type": "cpu"})], ignore_index=True)
+        .sort_values(["rank", "device"])
+        .reset_index(drop=True)
+    )
     n_dev = len(devices)
     dev_slot = pd.Series(np.arange(n_dev), index=pd.MultiIndex.from_frame(devices[["rank", "device"]]))
 
     win = (w["rank"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy())
     # device pieces
-    rows, wi, ps, pe = clip_to_windows(dev["rank"].to_numpy(), dev["start_ns"].to_numpy(),
-                                       (dev["start_ns"] + dev["dur_ns"]).to_numpy(), *win)
-    slot = dev_slot.reindex(pd.MultiIndex.from_arrays([dev["rank"].to_numpy()[rows], dev["device"].to_numpy()[rows]])).to_numpy()
+    rows, wi, ps, pe = clip_to_windows(
+        dev["rank"].to_numpy(), dev["start_ns"].to_numpy(), (dev["start_ns"] + dev["dur_ns"]).to_numpy(), *win
+    )
+    slot = dev_slot.reindex(
+        pd.MultiIndex.from_arrays([dev["rank"].to_numpy()[rows], dev["device"].to_numpy()[rows]])
+    ).to_numpy()
     d_group = wi * n_dev + slot
     d_part = device_part(frames)[rows]
     # host pieces, replicated onto every device of their rank
     host = frames.host_of(*HOST_BUSY_KINDS)
-    hrows, hwi, hps, hpe = clip_to_windows(host["rank"].to_numpy(), host["start_ns"].to_numpy(),
-                                           (host["start_ns"] + host["dur_ns"]).to_numpy(), *win)
+    hrows, hwi, hps, hpe = clip_to_windows(
+        host["rank"].to_numpy(), host["start_ns"].to_numpy(), (host["start_ns"] + host["dur_ns"]).to_numpy(), *win
+    )
     hrank = host["rank"].to_numpy()[hrows]
     rank_devs = devices.reset_index().groupby("rank")["index"].apply(np.asarray)
     h_groups, h_s, h_e = [], [], []
@@ -83,10 +89,12 @@ def step_breakdown(frames: TraceFrames) -> pd.DataFrame:
 
     n_groups = len(w) * n_dev
     prefix = [union_length(groups[parts <= k], starts[parts <= k], ends[parts <= k], n_groups) for k in range(5)]
-    out = pd.DataFrame({
-        "win": np.repeat(np.arange(len(w)), n_dev),
-        "slot": np.tile(np.arange(n_dev), len(w)),
-    })
+    out = pd.DataFrame(
+        {
+            "win": np.repeat(np.arange(len(w)), n_dev),
+            "slot": np.tile(np.arange(n_dev), len(w)),
+        }
+    )
     out["rank"] = w["rank"].to_numpy()[out["win"]]
     out = out[out["rank"].to_numpy() == devices["rank"].to_numpy()[out["slot"]]]
     keep = out.index.to_numpy()
@@ -116,9 +124,15 @@ def hta_device_events(frames: TraceFrames) -> pd.DataFrame:
     last step, which the profiler often cuts short). Adds ``launch_start_ns``."""
     dev = frames.device
     runtime = frames.host_of(Kind.RUNTIME)
-    pos = lookup(ukey(runtime["rank"].to_numpy(), runtime["event_id"].to_numpy()),
-                 ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()))
-    ls = np.where(pos >= 0, runtime["start_ns"].to_numpy()[np.maximum(pos, 0)], -1) if len(runtime) else np.full(len(dev), -1)
+    pos = lookup(
+        ukey(runtime["rank"].to_numpy(), runtime["event_id"].to_numpy()),
+        ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()),
+    )
+    ls = (
+        np.where(pos >= 0, runtime["start_ns"].to_numpy()[np.maximum(pos, 0)], -1)
+        if len(runtime)
+        else np.full(len(dev), -1)
+    )
     dev = dev.assign(launch_start_ns=ls, category=frames.device_category.to_numpy())
     dev = dev[pos >= 0] if len(runtime) else dev.iloc[:0]
     w = frames.step_windows
@@ -134,7 +148,17 @@ def temporal_breakdown(frames: TraceFrames, hta_events: pd.DataFrame | None = No
     """Per rank, over the device-active span (first device event start to last end), HTA's way:
     span_ns, idle_ns, compute_ns, non_compute_ns (communication + memory) and their *_pct."""
     dev = hta_device_events(frames) if hta_events is None else hta_events
-    cols = ["rank", "span_ns", "busy_ns", "idle_ns", "compute_ns", "non_compute_ns", "idle_pct", "compute_pct", "non_compute_pct"]
+    cols = [
+        "rank",
+        "span_ns",
+        "busy_ns",
+        "idle_ns",
+        "compute_ns",
+        "non_compute_ns",
+        "idle_pct",
+        "compute_pct",
+        "non_compute_pct",
+    ]
     if not len(dev):
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     rank_codes, groups = np.unique(dev["rank"].to_numpy(), return_inverse=True)
@@ -148,8 +172,16 @@ def temporal_breakdown(frames: TraceFrames, hta_events: pd.DataFrame | None = No
     first = pd.Series(start).groupby(groups).min().reindex(range(n)).to_numpy()
     last = pd.Series(end).groupby(groups).max().reindex(range(n)).to_numpy()
     span = (last - first).astype(np.int64)
-    out = pd.DataFrame({"rank": rank_codes, "span_ns": span, "busy_ns": busy, "idle_ns": span - busy,
-                        "compute_ns": compute, "non_compute_ns": busy - compute})
+    out = pd.DataFrame(
+        {
+            "rank": rank_codes,
+            "span_ns": span,
+            "busy_ns": busy,
+            "idle_ns": span - busy,
+            "compute_ns": compute,
+            "non_compute_ns": busy - compute,
+        }
+    )
     denom = out["span_ns"].replace(0, np.nan).astype("float64")
     for name in ("idle", "compute", "non_compute"):
         out[f"{name}_pct"] = (100.0 * out[f"{name}_ns"] / denom).fillna(0.0)

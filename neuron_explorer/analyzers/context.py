@@ -26,23 +26,67 @@ from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 WHOLE_TRACE_STEP = -1
 
 _DEVICE_COLUMNS = (
-    "event_id", "rank", "kind", "name", "device_type", "device", "stream", "start_ns", "dur_ns",
-    "launch_id", "op_id", "step", "src_file", "src_line", "src_func", "src_precision",
-    "memcpy_kind", "bytes", "collective_name", "graph_id",
+    "event_id",
+    "rank",
+    "kind",
+    "name",
+    "device_type",
+    "device",
+    "stream",
+    "start_ns",
+    "dur_ns",
+    "launch_id",
+    "op_id",
+    "step",
+    "src_file",
+    "src_line",
+    "src_func",
+    "src_precision",
+    "memcpy_kind",
+    "bytes",
+    "collective_name",
+    "graph_id",
 )
 _HOST_COLUMNS = (
-    "event_id", "rank", "kind", "category", "name", "tid", "start_ns", "dur_ns", "parent_id",
-    "op_id", "step", "src_file", "src_line", "src_func", "src_precision", "fwd_id",
+    "event_id",
+    "rank",
+    "kind",
+    "category",
+    "name",
+    "tid",
+    "start_ns",
+    "dur_ns",
+    "parent_id",
+    "op_id",
+    "step",
+    "src_file",
+    "src_line",
+    "src_func",
+    "src_precision",
+    "fwd_id",
 )
 _MEMORY_COLUMNS = (
-    "event_id", "rank", "device_type", "device", "start_ns", "bytes", "mem_total_allocated_bytes",
-    "mem_total_reserved_bytes", "op_id", "src_file", "src_line", "src_func", "src_precision", "step",
+    "event_id",
+    "rank",
+    "device_type",
+    "device",
+    "start_ns",
+    "bytes",
+    "mem_total_allocated_bytes",
+    "mem_total_reserved_bytes",
+    "op_id",
+    "src_file",
+    "src_line",
+    "src_func",
+    "src_precision",
+    "step",
 )
 _HOST_KINDS = (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.RUNTIME, Kind.SYNC, Kind.STEP)
 #: Every column any metric or rule reads: ``Trace.read(path, columns=ANALYSIS_COLUMNS)`` skips
 #: the rest (raw args, shapes, flows), which is most of a trace's bytes.
-ANALYSIS_COLUMNS: tuple[str, ...] = tuple(dict.fromkeys(
-    (*_DEVICE_COLUMNS, *_HOST_COLUMNS, *_MEMORY_COLUMNS, "input_types")))
+ANALYSIS_COLUMNS: tuple[str, ...] = tuple(
+    dict.fromkeys((*_DEVICE_COLUMNS, *_HOST_COLUMNS, *_MEMORY_COLUMNS, "input_types"))
+)
 
 
 def table_to_frame(table: pa.Table) -> pd.DataFrame:
@@ -124,7 +168,10 @@ class TraceFrames:
         )
         if not len(spans):
             return pd.DataFrame(
-                {c: pd.Series(dtype="int64") for c in ("rank", "step", "start_ns", "dur_ns", "event_id", "tid", "end_ns")}
+                {
+                    c: pd.Series(dtype="int64")
+                    for c in ("rank", "step", "start_ns", "dur_ns", "event_id", "tid", "end_ns")
+                }
             )
         spans["end_ns"] = spans["start_ns"] + spans["dur_ns"]
         g = spans.groupby("rank").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
@@ -170,8 +217,9 @@ class TraceFrames:
         start = host["start_ns"].to_numpy()
         end = start + host["dur_ns"].to_numpy()
         # an enclosing span clips to the *whole* window of some step: piece == window
-        rows, wins, ps, pe = clip_to_windows(host["rank"].to_numpy(), start, end, w["rank"].to_numpy(),
-                                             w["start_ns"].to_numpy(), w["end_ns"].to_numpy())
+        rows, wins, ps, pe = clip_to_windows(
+            host["rank"].to_numpy(), start, end, w["rank"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        )
         whole = (ps == w["start_ns"].to_numpy()[wins]) & (pe == w["end_ns"].to_numpy()[wins])
         out[rows[whole]] = True
         # a span crossing a step boundary and longer than a step is a driver frame too
@@ -214,8 +262,9 @@ def lookup(keys: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return np.where(targets < 0, -1, found)
 
 
-def name_mask(names: pd.Series, pattern: str | re.Pattern[str] | None = None,
-              predicate: Callable[[str], bool] | None = None) -> np.ndarray:
+def name_mask(
+    names: pd.Series, pattern: str | re.Pattern[str] | None = None, predicate: Callable[[str], bool] | None = None
+) -> np.ndarray:
     """Regex search (or predicate) over a categorical column, evaluated once per distinct value."""
     cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
     values = [str(c) for c in cat.cat.categories]

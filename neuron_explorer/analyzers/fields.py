@@ -8,7 +8,10 @@ from __future__ import annotations
 
 _COMMON = {
     "rank": ("", "Distributed rank."),
-    "step": ("", "Profiler step number; -1 when the trace has no ProfilerStep spans and the row covers the whole trace."),
+    "step": (
+        "",
+        "Profiler step number; -1 when the trace has no ProfilerStep spans and the row covers the whole trace.",
+    ),
     "device": ("index", "Device index; -1 for a host-only row."),
     "device_type": ("", "cpu, cuda, hip, neuron, mtia, ..."),
     "stream": ("id", "Device queue (stream) id."),
@@ -35,7 +38,10 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "compute_ns": ("ns", "Time a compute kernel ran on the device (priority 1)."),
         "memcpy_ns": ("ns", "Time a memcpy ran and no compute kernel (priority 2)."),
         "memset_ns": ("ns", "Time a memset ran and nothing above (priority 3)."),
-        "communication_ns": ("ns", "Time a communication kernel ran and nothing above: exposed communication (priority 4)."),
+        "communication_ns": (
+            "ns",
+            "Time a communication kernel ran and nothing above: exposed communication (priority 4).",
+        ),
         "host_exposed_ns": ("ns", "Device idle while the host ran a framework op, runtime or sync call (priority 5)."),
         "idle_ns": ("ns", "Neither device nor host framework work: the rest of wall_ns."),
         "compute_pct": ("%", "compute_ns / wall_ns, 0-100."),
@@ -86,7 +92,10 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "source_lines": {
         "host_ns": ("ns", "Host self time of the events attributed to the line."),
-        "python_ns": ("ns", "Self time of the user's own Python frames attributed to the line: Python work outside framework ops and library code."),
+        "python_ns": (
+            "ns",
+            "Self time of the user's own Python frames attributed to the line: Python work outside framework ops and library code.",
+        ),
         "device_ns": ("ns", "Device time of the device events attributed to the line."),
         "kernel_count": ("events", "Device events attributed to the line."),
         "alloc_bytes": ("bytes", "Bytes allocated by the line (memory events)."),

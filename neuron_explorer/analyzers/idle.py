@@ -20,16 +20,29 @@ from neuron_explorer.analyzers.context import TraceFrames
 KERNEL_WAIT_NS = 30_000
 
 
-def idle_breakdown(frames: TraceFrames, hta_events: pd.DataFrame | None = None,
-                   kernel_wait_ns: int = KERNEL_WAIT_NS) -> pd.DataFrame:
+def idle_breakdown(
+    frames: TraceFrames, hta_events: pd.DataFrame | None = None, kernel_wait_ns: int = KERNEL_WAIT_NS
+) -> pd.DataFrame:
     """Per (rank, device, stream): idle_ns, host_wait_ns, kernel_wait_ns, other_ns and *_pct of idle."""
     dev = hta_device_events(frames) if hta_events is None else hta_events
-    cols = ["rank", "device", "stream", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns",
-            "host_wait_pct", "kernel_wait_pct", "other_pct", "gaps"]
+    cols = [
+        "rank",
+        "device",
+        "stream",
+        "idle_ns",
+        "host_wait_ns",
+        "kernel_wait_ns",
+        "other_ns",
+        "host_wait_pct",
+        "kernel_wait_pct",
+        "other_pct",
+        "gaps",
+    ]
     if not len(dev):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
     d = dev[["rank", "device", "stream", "start_ns", "dur_ns", "launch_start_ns"]].sort_values(
-        ["rank", "device", "stream", "start_ns"], kind="stable")
+        ["rank", "device", "stream", "start_ns"], kind="stable"
+    )
     key = d[["rank", "device", "stream"]].to_numpy()
     same = np.zeros(len(d), bool)
     same[1:] = (key[1:] == key[:-1]).all(axis=1)
@@ -41,12 +54,18 @@ def idle_breakdown(frames: TraceFrames, hta_events: pd.DataFrame | None = None,
     host_wait = same & (d["launch_start_ns"].to_numpy() > prev_end)
     kernel_wait = same & ~host_wait & (gap < kernel_wait_ns)
     other = same & ~host_wait & ~kernel_wait
-    frame = pd.DataFrame({
-        "rank": d["rank"].to_numpy(), "device": d["device"].to_numpy(), "stream": d["stream"].to_numpy(),
-        "idle_ns": np.where(same, gap, 0), "host_wait_ns": np.where(host_wait, gap, 0),
-        "kernel_wait_ns": np.where(kernel_wait, gap, 0), "other_ns": np.where(other, gap, 0),
-        "gaps": same.astype(np.int64),
-    })
+    frame = pd.DataFrame(
+        {
+            "rank": d["rank"].to_numpy(),
+            "device": d["device"].to_numpy(),
+            "stream": d["stream"].to_numpy(),
+            "idle_ns": np.where(same, gap, 0),
+            "host_wait_ns": np.where(host_wait, gap, 0),
+            "kernel_wait_ns": np.where(kernel_wait, gap, 0),
+            "other_ns": np.where(other, gap, 0),
+            "gaps": same.astype(np.int64),
+        }
+    )
     out = frame.groupby(["rank", "device", "stream"], sort=True).sum().reset_index()
     idle = out["idle_ns"].replace(0, np.nan).astype("float64")
     for name in ("host_wait", "kernel_wait", "other"):

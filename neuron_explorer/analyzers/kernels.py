@@ -18,13 +18,36 @@ CATEGORIES = ("gemm", "attention", "conv", "elementwise", "reduction", "communic
 
 # Order matters: the first pattern that matches names the category.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("communication", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|sendrecv|ncclDevKernel", re.I)),
+    (
+        "communication",
+        re.compile(
+            r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|sendrecv|ncclDevKernel", re.I
+        ),
+    ),
     ("memory", re.compile(r"^(?:memcpy|memset|dma)|copy_device_to", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|mha_", re.I)),
     ("conv", re.compile(r"conv|winograd|cudnn::detail::implicit|implicit_convolve|dgrad|wgrad|fprop", re.I)),
-    ("gemm", re.compile(r"gemm|cutlass|cublas|matmul|xmma|wgmma|nvjet|Cijk_|\bmm_|_mm\b|bmm|tensorop|hmma|s884|h884|s1688|h1688|16816|splitk|ampere_s|volta_s|turing_s|sm\d+_xmma", re.I)),
-    ("reduction", re.compile(r"reduce|reduction|softmax|norm|sum_|_sum|mean|argmax|argmin|topk|scan|triton_red|triton_per|cross_entropy|nll_loss|cumsum|max_pool|avg_pool|pool", re.I)),
-    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|fill|copy|cat_|index|gather|scatter|where|relu|gelu|silu|sigmoid|tanh|dropout|add|mul|div|sub|exp|pow|clamp|cast|embedding|adam|sgd|foreach|fused", re.I)),
+    (
+        "gemm",
+        re.compile(
+            r"gemm|cutlass|cublas|matmul|xmma|wgmma|nvjet|Cijk_|\bmm_|_mm\b|bmm|tensorop|hmma|s884|h884|s1688|h1688|16816|splitk|ampere_s|volta_s|turing_s|sm\d+_xmma",
+            re.I,
+        ),
+    ),
+    (
+        "reduction",
+        re.compile(
+            r"reduce|reduction|softmax|norm|sum_|_sum|mean|argmax|argmin|topk|scan|triton_red|triton_per|cross_entropy|nll_loss|cumsum|max_pool|avg_pool|pool",
+            re.I,
+        ),
+    ),
+    (
+        "elementwise",
+        re.compile(
+            r"elementwise|vectorized|unrolled|pointwise|triton_poi|fill|copy|cat_|index|gather|scatter|where|relu|gelu|silu|sigmoid|tanh|dropout|add|mul|div|sub|exp|pow|clamp|cast|embedding|adam|sgd|foreach|fused",
+            re.I,
+        ),
+    ),
 )
 
 # Kernel names that run on tensor cores (NVIDIA: hmma/884/1688/16816/tensorop/xmma/wgmma/nvjet;
@@ -72,12 +95,24 @@ def kernel_breakdown(frames: TraceFrames) -> pd.DataFrame:
     if not len(dev):
         return pd.DataFrame({c: pd.Series(dtype="float64" if c == "pct" else "object") for c in cols})
     # group on the categorical codes; a name has one category, so it is taken per group
-    df = pd.DataFrame({"name": dev["name"], "device_type": dev["device_type"], "dur_ns": dev["dur_ns"],
-                       "category": frames.device_category.to_numpy()})
+    df = pd.DataFrame(
+        {
+            "name": dev["name"],
+            "device_type": dev["device_type"],
+            "dur_ns": dev["dur_ns"],
+            "category": frames.device_category.to_numpy(),
+        }
+    )
     g = (
         df.groupby(["name", "device_type"], observed=True, sort=False)
-        .agg(category=("category", "first"), count=("dur_ns", "count"), total_ns=("dur_ns", "sum"),
-             mean_ns=("dur_ns", "mean"), min_ns=("dur_ns", "min"), max_ns=("dur_ns", "max"))
+        .agg(
+            category=("category", "first"),
+            count=("dur_ns", "count"),
+            total_ns=("dur_ns", "sum"),
+            mean_ns=("dur_ns", "mean"),
+            min_ns=("dur_ns", "min"),
+            max_ns=("dur_ns", "max"),
+        )
         .reset_index()
     )
     g["name"] = g["name"].astype(str)
@@ -92,7 +127,11 @@ def category_breakdown(kernels: pd.DataFrame) -> pd.DataFrame:
     """Kernel time per category: count, total_ns, pct."""
     if not len(kernels):
         return pd.DataFrame({"category": [], "count": [], "total_ns": [], "pct": []})
-    g = kernels.groupby("category", observed=True).agg(count=("count", "sum"), total_ns=("total_ns", "sum")).reset_index()
+    g = (
+        kernels.groupby("category", observed=True)
+        .agg(count=("count", "sum"), total_ns=("total_ns", "sum"))
+        .reset_index()
+    )
     total = g["total_ns"].sum()
     g["pct"] = 100.0 * g["total_ns"] / total if total else 0.0
     return g.sort_values("total_ns", ascending=False).reset_index(drop=True)

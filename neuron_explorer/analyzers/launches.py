@@ -26,18 +26,28 @@ def launch_events(frames: TraceFrames) -> pd.DataFrame:
     launch_start_ns, launch_dur_ns, launch_delay_ns, queue_depth, name, category."""
     dev = frames.device
     rt = frames.host_of(Kind.RUNTIME)
-    pos = lookup(ukey(rt["rank"].to_numpy(), rt["event_id"].to_numpy()), ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()))
+    pos = lookup(
+        ukey(rt["rank"].to_numpy(), rt["event_id"].to_numpy()),
+        ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()),
+    )
     m = pos >= 0
     safe = np.maximum(pos, 0)
     ls = rt["start_ns"].to_numpy()[safe] if len(rt) else np.zeros(len(dev), np.int64)
     ld = rt["dur_ns"].to_numpy()[safe] if len(rt) else np.zeros(len(dev), np.int64)
-    out = pd.DataFrame({
-        "rank": dev["rank"].to_numpy()[m], "device": dev["device"].to_numpy()[m], "stream": dev["stream"].to_numpy()[m],
-        "event_id": dev["event_id"].to_numpy()[m],
-        "name": dev["name"].to_numpy()[m], "category": frames.device_category.to_numpy()[m],
-        "start_ns": dev["start_ns"].to_numpy()[m], "dur_ns": dev["dur_ns"].to_numpy()[m],
-        "launch_start_ns": ls[m].astype(np.int64), "launch_dur_ns": ld[m].astype(np.int64),
-    })
+    out = pd.DataFrame(
+        {
+            "rank": dev["rank"].to_numpy()[m],
+            "device": dev["device"].to_numpy()[m],
+            "stream": dev["stream"].to_numpy()[m],
+            "event_id": dev["event_id"].to_numpy()[m],
+            "name": dev["name"].to_numpy()[m],
+            "category": frames.device_category.to_numpy()[m],
+            "start_ns": dev["start_ns"].to_numpy()[m],
+            "dur_ns": dev["dur_ns"].to_numpy()[m],
+            "launch_start_ns": ls[m].astype(np.int64),
+            "launch_dur_ns": ld[m].astype(np.int64),
+        }
+    )
     out["launch_delay_ns"] = out["start_ns"] - out["launch_start_ns"]
     out["queue_depth"] = _queue_depth(out)
     return out
@@ -65,21 +75,41 @@ def _queue_depth(ev: pd.DataFrame) -> np.ndarray:
 def launch_table(frames: TraceFrames) -> pd.DataFrame:
     """Per (rank, device, stream): launch counts and launch duration / delay / queue depth stats."""
     ev = frames.launch_events
-    cols = ["rank", "device", "stream", "launches", "launch_dur_mean_ns", "launch_dur_p95_ns",
-            "launch_delay_mean_ns", "launch_delay_p50_ns", "launch_delay_p95_ns", "queue_depth_mean",
-            "queue_depth_max", "long_launches", "long_delays", "short_kernels"]
+    cols = [
+        "rank",
+        "device",
+        "stream",
+        "launches",
+        "launch_dur_mean_ns",
+        "launch_dur_p95_ns",
+        "launch_delay_mean_ns",
+        "launch_delay_p50_ns",
+        "launch_delay_p95_ns",
+        "queue_depth_mean",
+        "queue_depth_max",
+        "long_launches",
+        "long_delays",
+        "short_kernels",
+    ]
     if not len(ev):
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
-    ev = ev.assign(long_launch=(ev["launch_dur_ns"] > LONG_LAUNCH_NS).astype(np.int64),
-                   long_delay=(ev["launch_delay_ns"] > LONG_DELAY_NS).astype(np.int64),
-                   short=(ev["dur_ns"] < SHORT_KERNEL_NS).astype(np.int64))
+    ev = ev.assign(
+        long_launch=(ev["launch_dur_ns"] > LONG_LAUNCH_NS).astype(np.int64),
+        long_delay=(ev["launch_delay_ns"] > LONG_DELAY_NS).astype(np.int64),
+        short=(ev["dur_ns"] < SHORT_KERNEL_NS).astype(np.int64),
+    )
     keys = ["rank", "device", "stream"]
     g = ev.groupby(keys)
     out = g.agg(
-        launches=("dur_ns", "count"), launch_dur_mean_ns=("launch_dur_ns", "mean"),
-        launch_delay_mean_ns=("launch_delay_ns", "mean"), launch_delay_p50_ns=("launch_delay_ns", "median"),
-        queue_depth_mean=("queue_depth", "mean"), queue_depth_max=("queue_depth", "max"),
-        long_launches=("long_launch", "sum"), long_delays=("long_delay", "sum"), short_kernels=("short", "sum"),
+        launches=("dur_ns", "count"),
+        launch_dur_mean_ns=("launch_dur_ns", "mean"),
+        launch_delay_mean_ns=("launch_delay_ns", "mean"),
+        launch_delay_p50_ns=("launch_delay_ns", "median"),
+        queue_depth_mean=("queue_depth", "mean"),
+        queue_depth_max=("queue_depth", "max"),
+        long_launches=("long_launch", "sum"),
+        long_delays=("long_delay", "sum"),
+        short_kernels=("short", "sum"),
     )
     q = g[["launch_dur_ns", "launch_delay_ns"]].quantile(0.95)
     out["launch_dur_p95_ns"] = q["launch_dur_ns"]

@@ -20,16 +20,18 @@ def memory_timeline(frames: TraceFrames) -> pd.DataFrame:
     cols = ["rank", "device_type", "device", "start_ns", "allocated_bytes", "reserved_bytes", "delta_bytes", "step"]
     if not len(mem):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
-    return pd.DataFrame({
-        "rank": mem["rank"].to_numpy(),
-        "device_type": mem["device_type"].astype(str).to_numpy(),
-        "device": mem["device"].to_numpy(),
-        "start_ns": mem["start_ns"].to_numpy(),
-        "allocated_bytes": mem["mem_total_allocated_bytes"].to_numpy(),
-        "reserved_bytes": mem["mem_total_reserved_bytes"].to_numpy(),
-        "delta_bytes": mem["bytes"].to_numpy(),
-        "step": mem["step"].to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "rank": mem["rank"].to_numpy(),
+            "device_type": mem["device_type"].astype(str).to_numpy(),
+            "device": mem["device"].to_numpy(),
+            "start_ns": mem["start_ns"].to_numpy(),
+            "allocated_bytes": mem["mem_total_allocated_bytes"].to_numpy(),
+            "reserved_bytes": mem["mem_total_reserved_bytes"].to_numpy(),
+            "delta_bytes": mem["bytes"].to_numpy(),
+            "step": mem["step"].to_numpy(),
+        }
+    )
 
 
 def device_capacity(frames: TraceFrames) -> dict[int, int]:
@@ -48,12 +50,20 @@ def memory_summary(frames: TraceFrames, timeline: pd.DataFrame) -> dict[str, Any
         return {"devices": [], "has_memory_events": False}
     caps = device_capacity(frames)
     num_steps = max(1, int(frames.step_windows["step"].nunique()))
-    t = timeline.assign(alloc=np.where(timeline["delta_bytes"] > 0, timeline["delta_bytes"], 0),
-                        is_alloc=(timeline["delta_bytes"] > 0).astype(np.int64))
-    g = t.groupby(["rank", "device_type", "device"]).agg(
-        peak_allocated_bytes=("allocated_bytes", "max"), peak_reserved_bytes=("reserved_bytes", "max"),
-        alloc_bytes=("alloc", "sum"), alloc_count=("is_alloc", "sum"),
-    ).reset_index()
+    t = timeline.assign(
+        alloc=np.where(timeline["delta_bytes"] > 0, timeline["delta_bytes"], 0),
+        is_alloc=(timeline["delta_bytes"] > 0).astype(np.int64),
+    )
+    g = (
+        t.groupby(["rank", "device_type", "device"])
+        .agg(
+            peak_allocated_bytes=("allocated_bytes", "max"),
+            peak_reserved_bytes=("reserved_bytes", "max"),
+            alloc_bytes=("alloc", "sum"),
+            alloc_count=("is_alloc", "sum"),
+        )
+        .reset_index()
+    )
     devices = []
     for row in g.to_dict(orient="records"):  # one row per device: a handful
         cap = caps.get(int(row["device"])) if row["device_type"] != "cpu" else None
@@ -63,7 +73,9 @@ def memory_summary(frames: TraceFrames, timeline: pd.DataFrame) -> dict[str, Any
             peak_pct=(100.0 * peak / cap) if cap else None,
             allocs_per_step=row["alloc_count"] / num_steps,
             alloc_bytes_per_step=row["alloc_bytes"] / num_steps,
-            churn_ratio=(row["alloc_bytes"] / num_steps / row["peak_allocated_bytes"]) if row["peak_allocated_bytes"] > 0 else None,
+            churn_ratio=(row["alloc_bytes"] / num_steps / row["peak_allocated_bytes"])
+            if row["peak_allocated_bytes"] > 0
+            else None,
         )
         devices.append({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()})
     peaks = [d["peak_pct"] for d in devices if d["peak_pct"] is not None]

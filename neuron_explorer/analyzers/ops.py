@@ -16,8 +16,10 @@ from neuron_explorer.trace.schema import Kind
 
 def child_time(host: pd.DataFrame) -> pd.Series:
     """Sum of direct children's durations, indexed like ``host`` (0 where no child)."""
-    pos = lookup(ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
-                 ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy()))
+    pos = lookup(
+        ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
+        ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy()),
+    )
     ok = pos >= 0
     sums = np.bincount(pos[ok], weights=host["dur_ns"].to_numpy()[ok], minlength=len(host))
     return pd.Series(np.rint(sums).astype(np.int64), index=host.index)
@@ -41,16 +43,22 @@ def op_table(frames: TraceFrames) -> pd.DataFrame:
         {
             "rank": host["rank"].to_numpy()[ops_mask],
             "event_id": host["event_id"].to_numpy()[ops_mask],
-            "name": host["name"][ops_mask].cat.remove_unused_categories() if isinstance(host["name"].dtype, pd.CategoricalDtype) else host["name"][ops_mask],
+            "name": host["name"][ops_mask].cat.remove_unused_categories()
+            if isinstance(host["name"].dtype, pd.CategoricalDtype)
+            else host["name"][ops_mask],
             "dur_ns": host["dur_ns"].to_numpy()[ops_mask],
             "self_ns": frames.host_self_ns.to_numpy()[ops_mask],
         }
     )
     dev = frames.device
     dev = dev[dev["op_id"] >= 0]
-    pos = lookup(ukey(ops["rank"].to_numpy(), ops["event_id"].to_numpy()), ukey(dev["rank"].to_numpy(), dev["op_id"].to_numpy()))
+    pos = lookup(
+        ukey(ops["rank"].to_numpy(), ops["event_id"].to_numpy()), ukey(dev["rank"].to_numpy(), dev["op_id"].to_numpy())
+    )
     ok = pos >= 0
-    ops["device_ns"] = np.rint(np.bincount(pos[ok], weights=dev["dur_ns"].to_numpy()[ok], minlength=len(ops))).astype(np.int64)
+    ops["device_ns"] = np.rint(np.bincount(pos[ok], weights=dev["dur_ns"].to_numpy()[ok], minlength=len(ops))).astype(
+        np.int64
+    )
     ops["kernel_count"] = np.bincount(pos[ok], minlength=len(ops)).astype(np.int64)
     g = ops.groupby("name", sort=False, observed=True).agg(
         count=("dur_ns", "count"),

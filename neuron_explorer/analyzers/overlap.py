@@ -32,9 +32,15 @@ def comm_overlap(frames: TraceFrames) -> pd.DataFrame:
     both = comm | compute
     u_both = union_length(codes[both], start[both], end[both], n)
     overlapped = u_comm + u_comp - u_both
-    out = pd.DataFrame({
-        "rank": uniques.get_level_values(0), "device": uniques.get_level_values(1),
-        "comm_ns": u_comm, "compute_ns": u_comp, "overlapped_ns": overlapped, "exposed_comm_ns": u_comm - overlapped,
-    })
+    out = pd.DataFrame(
+        {
+            "rank": uniques.get_level_values(0),
+            "device": uniques.get_level_values(1),
+            "comm_ns": u_comm,
+            "compute_ns": u_comp,
+            "overlapped_ns": overlapped,
+            "exposed_comm_ns": u_comm - overlapped,
+        }
+    )
     out["overlap_pct"] = (100.0 * out["overlapped_ns"] / out["comm_ns"].replace(0, np.nan)).fillna(0.0)
     return out[out["comm_ns"] > 0].reset_index(drop=True)[cols]

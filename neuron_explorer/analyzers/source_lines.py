@@ -14,8 +14,19 @@ from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.trace.frames import parse_python_frame
 from neuron_explorer.trace.schema import Kind
 
-COLUMNS = ["src_file", "src_line", "src_func", "src_precision", "host_ns", "python_ns", "device_ns", "kernel_count",
-           "alloc_bytes", "alloc_count", "event_count"]
+COLUMNS = [
+    "src_file",
+    "src_line",
+    "src_func",
+    "src_precision",
+    "host_ns",
+    "python_ns",
+    "device_ns",
+    "kernel_count",
+    "alloc_bytes",
+    "alloc_count",
+    "event_count",
+]
 _PRECISION_ORDER = {"line": 0, "launch": 1, "forward": 2, "function": 3}
 
 
@@ -27,16 +38,23 @@ def _part(df: pd.DataFrame, **values: np.ndarray | int) -> pd.DataFrame:
     m = (df["src_file"].notna() & (df["src_line"] >= 0)).to_numpy()
     if not m.any():
         return pd.DataFrame()
-    data = {"src_file": df["src_file"][m], "src_line": df["src_line"].to_numpy()[m],
-            "src_func": df["src_func"][m], "src_precision": df["src_precision"][m]}
+    data = {
+        "src_file": df["src_file"][m],
+        "src_line": df["src_line"].to_numpy()[m],
+        "src_func": df["src_func"][m],
+        "src_precision": df["src_precision"][m],
+    }
     sums = {}
     for name in ("host_ns", "python_ns", "device_ns", "kernel_count", "alloc_bytes", "alloc_count", "event_count"):
         v = values.get(name, 0)
         data[name] = v[m] if isinstance(v, np.ndarray) else np.full(int(m.sum()), v, np.int64)
         sums[name] = (name, "sum")
     frame = pd.DataFrame(data)
-    g = frame.groupby(["src_file", "src_line"], observed=True, sort=False).agg(
-        src_func=("src_func", "first"), src_precision=("src_precision", "first"), **sums).reset_index()
+    g = (
+        frame.groupby(["src_file", "src_line"], observed=True, sort=False)
+        .agg(src_func=("src_func", "first"), src_precision=("src_precision", "first"), **sums)
+        .reset_index()
+    )
     for col in ("src_file", "src_func", "src_precision"):
         g[col] = g[col].astype(object)
     return g
@@ -62,14 +80,26 @@ def source_line_table(frames: TraceFrames) -> pd.DataFrame:
     ]
     df = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else None
     if df is None:
-        return pd.DataFrame({c: pd.Series(dtype="object" if c.startswith("src_") and c != "src_line" else "int64") for c in COLUMNS})
+        return pd.DataFrame(
+            {c: pd.Series(dtype="object" if c.startswith("src_") and c != "src_line" else "int64") for c in COLUMNS}
+        )
     df["_prec"] = df["src_precision"].map(_PRECISION_ORDER).fillna(9)
     df = df.sort_values("_prec", kind="stable")
-    g = df.groupby(["src_file", "src_line"], sort=False).agg(
-        src_func=("src_func", "first"), src_precision=("src_precision", "first"),
-        host_ns=("host_ns", "sum"), python_ns=("python_ns", "sum"), device_ns=("device_ns", "sum"), kernel_count=("kernel_count", "sum"),
-        alloc_bytes=("alloc_bytes", "sum"), alloc_count=("alloc_count", "sum"), event_count=("event_count", "sum"),
-    ).reset_index()
+    g = (
+        df.groupby(["src_file", "src_line"], sort=False)
+        .agg(
+            src_func=("src_func", "first"),
+            src_precision=("src_precision", "first"),
+            host_ns=("host_ns", "sum"),
+            python_ns=("python_ns", "sum"),
+            device_ns=("device_ns", "sum"),
+            kernel_count=("kernel_count", "sum"),
+            alloc_bytes=("alloc_bytes", "sum"),
+            alloc_count=("alloc_count", "sum"),
+            event_count=("event_count", "sum"),
+        )
+        .reset_index()
+    )
     g["_cost"] = g["host_ns"] + g["device_ns"]
     g = g.sort_values(["_cost", "alloc_bytes"], ascending=False, kind="stable").drop(columns="_cost")
     return g.reset_index(drop=True)[COLUMNS]

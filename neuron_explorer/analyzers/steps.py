@@ -24,7 +24,17 @@ WARMUP_MAX_STEPS = 2
 def step_table(frames: TraceFrames) -> pd.DataFrame:
     """Per (rank, step): start_ns, end_ns, dur_ns, device_busy_ns, is_warmup, is_outlier, dev_from_median_pct."""
     w = frames.step_windows
-    cols = ["rank", "step", "start_ns", "end_ns", "dur_ns", "is_warmup", "is_outlier", "dev_from_median_pct", "event_id"]
+    cols = [
+        "rank",
+        "step",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "is_warmup",
+        "is_outlier",
+        "dev_from_median_pct",
+        "event_id",
+    ]
     if not len(w):
         types = {"is_warmup": "bool", "is_outlier": "bool", "dev_from_median_pct": "float64"}
         return pd.DataFrame({c: pd.Series(dtype=types.get(c, "int64")) for c in cols})
@@ -45,8 +55,10 @@ def step_table(frames: TraceFrames) -> pd.DataFrame:
     diff = (df["dur_ns"] - m).abs()
     n_steady = df["rank"].map(steady.groupby("rank").size()).fillna(0)
     df["is_outlier"] = (
-        real & ~df["is_warmup"] & (n_steady >= 3) & (diff > OUTLIER_MADS * s) & (diff > OUTLIER_MIN_REL * m)
-    ).fillna(False).astype(bool)
+        (real & ~df["is_warmup"] & (n_steady >= 3) & (diff > OUTLIER_MADS * s) & (diff > OUTLIER_MIN_REL * m))
+        .fillna(False)
+        .astype(bool)
+    )
     df["dev_from_median_pct"] = (100.0 * (df["dur_ns"] - m) / m).fillna(0.0)
     return df[cols]
 

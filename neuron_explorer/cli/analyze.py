@@ -31,12 +31,23 @@ EXIT_FINDINGS = 1
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
-    parser.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="output format (default: text)")
+    parser.add_argument(
+        "--format", choices=["text", "json", "markdown"], default="text", help="output format (default: text)"
+    )
     parser.add_argument("--rules", metavar="IDS", help="comma-separated rule ids or families to run (default: all)")
     parser.add_argument("--min-severity", choices=SEVERITIES, default="info", help="hide findings below this severity")
-    parser.add_argument("--fail-on", choices=["warning", "error"], help="exit with status 1 when a finding of this severity or worse is found")
-    parser.add_argument("--threshold", metavar="RULE.NAME=VALUE", action="append", default=[],
-                        help="override a rule threshold, e.g. device_idle.min_busy_pct=70 (repeatable)")
+    parser.add_argument(
+        "--fail-on",
+        choices=["warning", "error"],
+        help="exit with status 1 when a finding of this severity or worse is found",
+    )
+    parser.add_argument(
+        "--threshold",
+        metavar="RULE.NAME=VALUE",
+        action="append",
+        default=[],
+        help="override a rule threshold, e.g. device_idle.min_busy_pct=70 (repeatable)",
+    )
     parser.add_argument("--top", type=int, default=10, help="rows per table in text/markdown output (default: 10)")
     add_output_argument(parser, "write the report to this file instead of stdout")
 
@@ -63,8 +74,10 @@ def _check_thresholds(overrides: dict[str, float]) -> None:
         if rid not in rules:
             raise AnalysisError(f"--threshold {key}: unknown rule {rid!r}")
         if name not in rules[rid].thresholds:
-            raise AnalysisError(f"--threshold {key}: rule {rid} has no threshold {name!r} "
-                                f"(it has: {', '.join(rules[rid].thresholds) or 'none'})")
+            raise AnalysisError(
+                f"--threshold {key}: rule {rid} has no threshold {name!r} "
+                f"(it has: {', '.join(rules[rid].thresholds) or 'none'})"
+            )
 
 
 def run(args: argparse.Namespace) -> int:

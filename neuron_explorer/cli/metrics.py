@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise AnalysisError("output exists and is not a directory", out)
     if out.is_dir() and any(out.iterdir()) and not (out / "fields.parquet").exists():
-        raise AnalysisError("output directory is not empty and is not a previous metrics export; refusing to replace it", out)
+        raise AnalysisError(
+            "output directory is not empty and is not a previous metrics export; refusing to replace it", out
+        )
     trace = load_for_analysis(args.trace)
     a = analyze(trace)
     write_metrics(a, out)

@@ -28,29 +28,59 @@ EXIT_NO_TRACE = 3
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", metavar="PATH",
-                        help="a .parquet file, or a run directory (distributed runs always get one); "
-                             "default: <script or module name>.parquet in the current directory")
-    parser.add_argument("--schedule", metavar="W,U,A[,R[,S]]",
-                        help="record only some steps: wait, warmup, active[, repeat[, skip_first]] optimizer steps; "
-                             "each cycle is its own file (x.parquet, x.cycle1.parquet, ...)")
-    parser.add_argument("--activities", metavar="LIST",
-                        help="comma-separated ProfilerActivity names (cpu,cuda,xpu,mtia,hpu,privateuse1); default: all this torch build supports")
-    parser.add_argument("--no-stack", action="store_true", help="do not record Python calls (no source lines; lower overhead)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="a .parquet file, or a run directory (distributed runs always get one); "
+        "default: <script or module name>.parquet in the current directory",
+    )
+    parser.add_argument(
+        "--schedule",
+        metavar="W,U,A[,R[,S]]",
+        help="record only some steps: wait, warmup, active[, repeat[, skip_first]] optimizer steps; "
+        "each cycle is its own file (x.parquet, x.cycle1.parquet, ...)",
+    )
+    parser.add_argument(
+        "--activities",
+        metavar="LIST",
+        help="comma-separated ProfilerActivity names (cpu,cuda,xpu,mtia,hpu,privateuse1); default: all this torch build supports",
+    )
+    parser.add_argument(
+        "--no-stack", action="store_true", help="do not record Python calls (no source lines; lower overhead)"
+    )
     parser.add_argument("--no-shapes", action="store_true", help="do not record operator input shapes")
     parser.add_argument("--memory", action="store_true", help="record allocations (profile_memory)")
     parser.add_argument("--flops", action="store_true", help="estimate FLOPs of matmul/conv ops (with_flops)")
-    parser.add_argument("--modules", action="store_true", help="record nn.Module hierarchy for TorchScript (with_modules)")
+    parser.add_argument(
+        "--modules", action="store_true", help="record nn.Module hierarchy for TorchScript (with_modules)"
+    )
     parser.add_argument("--no-steps", action="store_true", help="do not end a profiler step at each optimizer.step()")
-    parser.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
-                        help="a path substring that is not user code, for source lines (repeatable)")
-    parser.add_argument("--include", action="append", default=[], metavar="PATTERN",
-                        help="a path substring that IS user code even under site-packages (repeatable)")
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a path substring that is not user code, for source lines (repeatable)",
+    )
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a path substring that IS user code even under site-packages (repeatable)",
+    )
     # nargs=REMAINDER: everything after -m MODULE belongs to the module, options included
-    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [args...]",
-                        help="run a library module as a script, like python -m")
-    parser.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args...]",
-                        help="the program and its arguments")
+    parser.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        metavar="MODULE [args...]",
+        help="run a library module as a script, like python -m",
+    )
+    parser.add_argument(
+        "program", nargs=argparse.REMAINDER, metavar="script.py [args...]", help="the program and its arguments"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,8 +176,10 @@ def _schedule(text: str) -> Any:
         if not 3 <= len(parts) <= 5 or any(p < 0 for p in parts) or parts[2] < 1:
             raise ValueError
     except ValueError:
-        raise CollectorError(f"--schedule {text!r}: expected wait,warmup,active[,repeat[,skip_first]] "
-                             "as non-negative integers with active >= 1") from None
+        raise CollectorError(
+            f"--schedule {text!r}: expected wait,warmup,active[,repeat[,skip_first]] "
+            "as non-negative integers with active >= 1"
+        ) from None
     keys = ("wait", "warmup", "active", "repeat", "skip_first")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -185,8 +217,16 @@ def _load_program(args: argparse.Namespace) -> dict[str, Any]:
         spec, package, sys_path0 = None, None, os.path.dirname(path)
         argv = list(args.program)
     main = types.ModuleType("__main__")
-    main.__dict__.update({"__file__": path, "__cached__": None, "__loader__": getattr(spec, "loader", None),
-                          "__package__": package, "__spec__": spec, "__builtins__": builtins})
+    main.__dict__.update(
+        {
+            "__file__": path,
+            "__cached__": None,
+            "__loader__": getattr(spec, "loader", None),
+            "__package__": package,
+            "__spec__": spec,
+            "__builtins__": builtins,
+        }
+    )
     return {"code": code, "module": main, "argv": argv, "sys_path0": sys_path0}
 
 
@@ -225,7 +265,9 @@ def _summarize(prof: Any, code: int) -> int:
         print(f"neuron-explorer: error: {err}", file=sys.stderr)
     if not prof.paths and code == 0:
         if not prof.errors:
-            print("neuron-explorer: error: the program ended before any step was recorded; no trace written",
-                  file=sys.stderr)
+            print(
+                "neuron-explorer: error: the program ended before any step was recorded; no trace written",
+                file=sys.stderr,
+            )
         return EXIT_NO_TRACE
     return code

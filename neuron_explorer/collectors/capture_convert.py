@@ -105,8 +105,16 @@ def _assemble(acts: list[Any], types: list[str], tree: TreeSources) -> RawEvents
     meta = _strings(A.metadata_json, acts)
 
     cat_arr = pa.array(types, pa.string())
-    is_op = np.asarray(pc.is_in(cat_arr, pa.array(_OP_TYPES)).to_numpy(zero_copy_only=False), bool) if n_act else np.zeros(0, bool)
-    is_instant = np.asarray(pc.is_in(cat_arr, pa.array(_INSTANT_TYPES)).to_numpy(zero_copy_only=False), bool) if n_act else np.zeros(0, bool)
+    is_op = (
+        np.asarray(pc.is_in(cat_arr, pa.array(_OP_TYPES)).to_numpy(zero_copy_only=False), bool)
+        if n_act
+        else np.zeros(0, bool)
+    )
+    is_instant = (
+        np.asarray(pc.is_in(cat_arr, pa.array(_INSTANT_TYPES)).to_numpy(zero_copy_only=False), bool)
+        if n_act
+        else np.zeros(0, bool)
+    )
 
     # args: {"External id": <linked op id, else own id>, <metadata>} as Kineto writes it
     ext = np.where(linked != 0, linked, corr)
@@ -120,7 +128,9 @@ def _assemble(acts: list[Any], types: list[str], tree: TreeSources) -> RawEvents
     # Exact sources: ops by correlation id, allocations by time.
     src_act = np.zeros(n_act, np.int64)
     if tree.op_corr:
-        src_act = np.where(is_op, _lookup(corr, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64)), 0)
+        src_act = np.where(
+            is_op, _lookup(corr, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64)), 0
+        )
     if tree.alloc_start:
         at = _lookup(start, np.asarray(tree.alloc_start, np.int64), np.asarray(tree.alloc_src, np.int64))
         src_act = np.where(is_instant, at, src_act)
@@ -143,18 +153,36 @@ def _assemble(acts: list[Any], types: list[str], tree: TreeSources) -> RawEvents
     n = n_act + py["n"] + nf
     raw = RawEvents(
         n=n,
-        ph=pa.array(np.concatenate([ph_act, np.full(py["n"], "X", object), np.where(flow_start, "s", "f").astype(object)]), pa.string()),
-        cat=pa.concat_arrays([cat_arr, pa.array([_PY_CAT] * py["n"], pa.string()), pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string())]),
-        name=pa.concat_arrays([pa.array(names, pa.string()), py["name"], pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string())]),
+        ph=pa.array(
+            np.concatenate([ph_act, np.full(py["n"], "X", object), np.where(flow_start, "s", "f").astype(object)]),
+            pa.string(),
+        ),
+        cat=pa.concat_arrays(
+            [
+                cat_arr,
+                pa.array([_PY_CAT] * py["n"], pa.string()),
+                pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string()),
+            ]
+        ),
+        name=pa.concat_arrays(
+            [pa.array(names, pa.string()), py["name"], pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string())]
+        ),
         pid=pa.array(np.concatenate([pid, py["pid"], pid[flow_rows]])),
         tid=pa.array(np.concatenate([tid, py["tid"], tid[flow_rows]])),
         start_ns=np.concatenate([start, py["start"], start[flow_rows]]),
         dur_ns=np.concatenate([dur, py["dur"], np.zeros(nf, np.int64)]),
-        flow_id=pa.array(np.concatenate([np.zeros(n_act + py["n"], np.int64), flow_id[flow_rows]]),
-                         mask=np.concatenate([np.ones(n_act + py["n"], bool), np.zeros(nf, bool)])),
+        flow_id=pa.array(
+            np.concatenate([np.zeros(n_act + py["n"], np.int64), flow_id[flow_rows]]),
+            mask=np.concatenate([np.ones(n_act + py["n"], bool), np.zeros(nf, bool)]),
+        ),
         args=pa.concat_arrays([args, py["args"], pa.nulls(nf, pa.string())]),
-        extra=pa.concat_arrays([extra_act, pa.nulls(py["n"], pa.string()),
-                                pa.array(np.where(flow_start, None, '{"bp": "e"}').astype(object), pa.string())]),
+        extra=pa.concat_arrays(
+            [
+                extra_act,
+                pa.nulls(py["n"], pa.string()),
+                pa.array(np.where(flow_start, None, '{"bp": "e"}').astype(object), pa.string()),
+            ]
+        ),
         typed=_typed(args, n, n_act),
         src=_src_columns(tree, np.concatenate([src_act, py["src"], np.zeros(nf, np.int64)])),
     )
@@ -195,7 +223,11 @@ def _python_rows(tree: TreeSources, op_corr: np.ndarray, op_sys_tid: np.ndarray,
     out["start"] = start
     out["dur"] = np.maximum(np.asarray(tree.py_end, np.int64) - start, 0)
     out["name"] = pa.array(tree.py_name, pa.string())
-    parent = pa.array(np.asarray(tree.py_parent, np.int64), mask=np.asarray(tree.py_parent, np.int64) < 0).cast(pa.string()).fill_null("null")
+    parent = (
+        pa.array(np.asarray(tree.py_parent, np.int64), mask=np.asarray(tree.py_parent, np.int64) < 0)
+        .cast(pa.string())
+        .fill_null("null")
+    )
     ids = pa.array(np.asarray(tree.py_id, np.int64)).cast(pa.string())
     out["args"] = pc.binary_join_element_wise('{"Python parent id": ', parent, ', "Python id": ', ids, "}", "")
     out["src"] = np.asarray(tree.py_src, np.int64)
@@ -206,7 +238,9 @@ def _typed(args: pa.Array, n: int, n_act: int) -> dict[str, pa.Array]:
     """Decode the typed fields build_trace uses from the activities' args in one call."""
     if n_act == 0:
         return {}
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n_act], pa.int32()), args.fill_null("{}")), ",")[0].as_py()
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n_act], pa.int32()), args.fill_null("{}")), ",")[
+        0
+    ].as_py()
     blob = ("[" + joined + "]").encode()
     fields = [f for f, key in _ARG_FIELDS.items() if b'"' + key.encode() + b'"' in blob]
     if not fields:
@@ -240,4 +274,3 @@ def _src_columns(tree: TreeSources, idx: np.ndarray) -> dict[str, pa.Array]:
         "src_precision": prec.take(take),
         "src_module": mods.take(take),
     }
-

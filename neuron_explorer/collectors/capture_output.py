@@ -41,7 +41,13 @@ def distributed_info() -> dict[str, Any] | None:
         pass
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
     if rank is not None and world is not None:
-        return {"backend": None, "rank": rank, "world_size": world, "local_rank": _env_int("LOCAL_RANK"), "source": "environment"}
+        return {
+            "backend": None,
+            "rank": rank,
+            "world_size": world,
+            "local_rank": _env_int("LOCAL_RANK"),
+            "source": "environment",
+        }
     return None
 
 
@@ -111,21 +117,23 @@ def device_properties(accel: str | None) -> list[dict[str, Any]]:
     props = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
-        props.append({
-            "id": i,
-            "name": p.name,
-            "totalGlobalMem": int(p.total_memory),
-            "computeMajor": int(p.major),
-            "computeMinor": int(p.minor),
-            "numSms": int(p.multi_processor_count),
-            "maxThreadsPerMultiprocessor": int(getattr(p, "max_threads_per_multi_processor", 0)),
-            "regsPerMultiprocessor": int(getattr(p, "regs_per_multiprocessor", 0)),
-            "sharedMemPerBlock": int(getattr(p, "shared_memory_per_block", 0)),
-            "sharedMemPerMultiprocessor": int(getattr(p, "shared_memory_per_multiprocessor", 0)),
-            "sharedMemPerBlockOptin": int(getattr(p, "shared_memory_per_block_optin", 0)),
-            "warpSize": int(getattr(p, "warp_size", 32)),
-            "l2CacheSize": int(getattr(p, "L2_cache_size", 0)),
-        })
+        props.append(
+            {
+                "id": i,
+                "name": p.name,
+                "totalGlobalMem": int(p.total_memory),
+                "computeMajor": int(p.major),
+                "computeMinor": int(p.minor),
+                "numSms": int(p.multi_processor_count),
+                "maxThreadsPerMultiprocessor": int(getattr(p, "max_threads_per_multi_processor", 0)),
+                "regsPerMultiprocessor": int(getattr(p, "regs_per_multiprocessor", 0)),
+                "sharedMemPerBlock": int(getattr(p, "shared_memory_per_block", 0)),
+                "sharedMemPerMultiprocessor": int(getattr(p, "shared_memory_per_multiprocessor", 0)),
+                "sharedMemPerBlockOptin": int(getattr(p, "shared_memory_per_block_optin", 0)),
+                "warpSize": int(getattr(p, "warp_size", 32)),
+                "l2CacheSize": int(getattr(p, "L2_cache_size", 0)),
+            }
+        )
     return props
 
 

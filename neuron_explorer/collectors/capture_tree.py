@@ -103,7 +103,12 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
     )
 
     # type(extra_fields) tells the node's kind: one pybind call instead of two (tag is costly)
-    TORCH_OP, PY_CALL, PY_CCALL, ALLOC = _ExtraFields_TorchOp, _ExtraFields_PyCall, _ExtraFields_PyCCall, _ExtraFields_Allocation
+    TORCH_OP, PY_CALL, PY_CCALL, ALLOC = (
+        _ExtraFields_TorchOp,
+        _ExtraFields_PyCall,
+        _ExtraFields_PyCCall,
+        _ExtraFields_Allocation,
+    )
     out = TreeSources()
     interned: dict[Source, int] = {NO_SOURCE: 0}
     sources = out.sources
@@ -117,7 +122,13 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
 
     op_corr, op_src, op_tid = out.op_corr, out.op_src, out.op_tid
     py_name, py_start, py_end, py_tid, py_id, py_parent, py_src = (
-        out.py_name, out.py_start, out.py_end, out.py_tid, out.py_id, out.py_parent, out.py_src,
+        out.py_name,
+        out.py_start,
+        out.py_end,
+        out.py_tid,
+        out.py_id,
+        out.py_parent,
+        out.py_src,
     )
     alloc_start, alloc_src = out.alloc_start, out.alloc_src
     fwd_by_seq: dict[int, int] = {}

@@ -31,7 +31,6 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
 )
 
 
-
 @dataclass(frozen=True)
 class UserCode:
     """A predicate over file paths: True for the user's own code."""

@@ -14,17 +14,26 @@ def _cell(text: object) -> str:
 
 def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     s = a.summary
-    out = [f"## Neuron Explorer analysis: `{_cell(s['source'] or 'trace')}`", "",
-           f"**Verdict:** {s['verdict']}", "",
-           f"{s['num_events']:,} events · wall {fmt_ns(s['wall_ns'])} · {s['num_steps']} step(s) · ranks {s['ranks']} · "
-           f"devices {', '.join(s['devices']) or 'cpu only'}", ""]
+    out = [
+        f"## Neuron Explorer analysis: `{_cell(s['source'] or 'trace')}`",
+        "",
+        f"**Verdict:** {s['verdict']}",
+        "",
+        f"{s['num_events']:,} events · wall {fmt_ns(s['wall_ns'])} · {s['num_steps']} step(s) · ranks {s['ranks']} · "
+        f"devices {', '.join(s['devices']) or 'cpu only'}",
+        "",
+    ]
     if a.step_stats.get("num_steps"):
         st = a.step_stats
         out += [f"Step time: p50 {fmt_ns(st['p50_ns'])}, p95 {fmt_ns(st['p95_ns'])}, cv {st['cv_pct']:.1f}%", ""]
     out += ["| part | share of wall time |", "|---|---:|"]
-    for key, label in (("compute_pct", "compute"), ("memcpy_pct", "memcpy + memset"),
-                       ("communication_pct", "communication (exposed)"), ("host_exposed_pct", "host (exposed)"),
-                       ("idle_pct", "idle")):
+    for key, label in (
+        ("compute_pct", "compute"),
+        ("memcpy_pct", "memcpy + memset"),
+        ("communication_pct", "communication (exposed)"),
+        ("host_exposed_pct", "host (exposed)"),
+        ("idle_pct", "idle"),
+    ):
         out.append(f"| {label} | {s[key]:.1f}% |")
     findings = a.filter(min_severity)
     out += ["", f"### Findings ({len(findings)})", ""]
@@ -44,13 +53,17 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     if len(a.kernels):
         out += ["### Top kernels", "", "| kernel | category | count | total | % |", "|---|---|---:|---:|---:|"]
         for r in a.kernels.head(top).itertuples():
-            out.append(f"| `{_cell(short(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |")
+            out.append(
+                f"| `{_cell(short(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |"
+            )
         out.append("")
     if len(a.source_lines):
         out += ["### Top source lines", "", "| line | host (self) | device | kernels |", "|---|---:|---:|---:|"]
         for r in a.source_lines.head(top).itertuples():
-            out.append(f"| `{_cell(short(f'{r.src_file}:{r.src_line} ({r.src_func})', 70))}` | {fmt_ns(r.host_ns)} | "
-                       f"{fmt_ns(r.device_ns)} | {r.kernel_count:,} |")
+            out.append(
+                f"| `{_cell(short(f'{r.src_file}:{r.src_line} ({r.src_func})', 70))}` | {fmt_ns(r.host_ns)} | "
+                f"{fmt_ns(r.device_ns)} | {r.kernel_count:,} |"
+            )
         out.append("")
     if a.skipped:
         out += ["<details><summary>Rules skipped</summary>", ""]

@@ -20,19 +20,53 @@ import pyarrow.parquet as pq
 from neuron_explorer.analyzers import ANALYSIS_SCHEMA_VERSION, Analysis
 from neuron_explorer.analyzers.fields import describe
 
-TABLES = ("steps", "breakdown", "temporal", "idle", "kernels", "kernel_types", "ops", "source_lines", "launches", "overlap",
-          "findings")
+TABLES = (
+    "steps",
+    "breakdown",
+    "temporal",
+    "idle",
+    "kernels",
+    "kernel_types",
+    "ops",
+    "source_lines",
+    "launches",
+    "overlap",
+    "findings",
+)
 
 
 def findings_frame(a: Analysis) -> pd.DataFrame:
-    rows = [{
-        "rule_id": f.rule_id, "severity": f.severity, "title": f.title, "message": f.message, "cost_ns": int(f.cost_ns),
-        "metrics": json.dumps(f.metrics), "threshold": json.dumps(f.threshold), "time_ranges": json.dumps(f.time_ranges),
-        "event_ids": json.dumps(f.event_ids), "source_lines": json.dumps(f.source_lines),
-        "recommendation": f.recommendation, "finding_rank": f.rank,
-    } for f in a.findings]
-    cols = ["rule_id", "severity", "title", "message", "cost_ns", "metrics", "threshold", "time_ranges", "event_ids",
-            "source_lines", "recommendation", "finding_rank"]
+    rows = [
+        {
+            "rule_id": f.rule_id,
+            "severity": f.severity,
+            "title": f.title,
+            "message": f.message,
+            "cost_ns": int(f.cost_ns),
+            "metrics": json.dumps(f.metrics),
+            "threshold": json.dumps(f.threshold),
+            "time_ranges": json.dumps(f.time_ranges),
+            "event_ids": json.dumps(f.event_ids),
+            "source_lines": json.dumps(f.source_lines),
+            "recommendation": f.recommendation,
+            "finding_rank": f.rank,
+        }
+        for f in a.findings
+    ]
+    cols = [
+        "rule_id",
+        "severity",
+        "title",
+        "message",
+        "cost_ns",
+        "metrics",
+        "threshold",
+        "time_ranges",
+        "event_ids",
+        "source_lines",
+        "recommendation",
+        "finding_rank",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     df["cost_ns"] = df["cost_ns"].astype("int64")
     df["finding_rank"] = df["finding_rank"].astype("Int32")
@@ -70,10 +104,15 @@ def write_metrics(a: Analysis, out_dir: str | Path) -> Path:
         for name, t in tabs.items():
             pq.write_table(t, tmp / f"{name}.parquet", compression="zstd")
         pq.write_table(fields_table(tabs), tmp / "fields.parquet", compression="zstd")
-        meta = {"schema_version": ANALYSIS_SCHEMA_VERSION, "summary": a.to_dict(max_rows=0)["summary"],
-                "step_stats": a.to_dict(max_rows=0)["step_stats"], "memory_summary": a.to_dict(max_rows=0)["memory_summary"],
-                "launch_summary": a.to_dict(max_rows=0)["launch_summary"],
-                "skipped": [{"rule_id": r, "reason": w} for r, w in a.skipped], "tables": [*TABLES, "fields"]}
+        meta = {
+            "schema_version": ANALYSIS_SCHEMA_VERSION,
+            "summary": a.to_dict(max_rows=0)["summary"],
+            "step_stats": a.to_dict(max_rows=0)["step_stats"],
+            "memory_summary": a.to_dict(max_rows=0)["memory_summary"],
+            "launch_summary": a.to_dict(max_rows=0)["launch_summary"],
+            "skipped": [{"rule_id": r, "reason": w} for r, w in a.skipped],
+            "tables": [*TABLES, "fields"],
+        }
         (tmp / "summary.json").write_text(json.dumps(meta, indent=2))
         if out.exists():
             old = out.with_name(f".{out.name}.old")

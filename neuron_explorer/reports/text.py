@@ -10,7 +10,9 @@ from neuron_explorer.reports._format import fmt_bytes, fmt_line, fmt_ns, fmt_val
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def render(a: Analysis, out: IO[str] | None = None, min_severity: str = "info", top: int = 10, width: int | None = None) -> None:
+def render(
+    a: Analysis, out: IO[str] | None = None, min_severity: str = "info", top: int = 10, width: int | None = None
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -36,11 +38,14 @@ def render(a: Analysis, out: IO[str] | None = None, min_severity: str = "info", 
     bd = a.breakdown
     if len(bd):
         g = bd.groupby(["rank", "device", "device_type"], as_index=False)[
-            ["wall_ns", "compute_ns", "memcpy_ns", "memset_ns", "communication_ns", "host_exposed_ns", "idle_ns"]].sum()
+            ["wall_ns", "compute_ns", "memcpy_ns", "memset_ns", "communication_ns", "host_exposed_ns", "idle_ns"]
+        ].sum()
         for r in g.itertuples():
             wall = r.wall_ns or 1
-            pct = [f"{100 * v / wall:.1f}%" for v in (r.compute_ns, r.memcpy_ns, r.memset_ns, r.communication_ns,
-                                                       r.host_exposed_ns, r.idle_ns)]
+            pct = [
+                f"{100 * v / wall:.1f}%"
+                for v in (r.compute_ns, r.memcpy_ns, r.memset_ns, r.communication_ns, r.host_exposed_ns, r.idle_ns)
+            ]
             dev = f"{r.device_type}:{r.device}" if r.device >= 0 else "cpu (host only)"
             t.add_row(str(r.rank), dev, fmt_ns(r.wall_ns), *pct)
     console.print(t)
@@ -51,7 +56,9 @@ def render(a: Analysis, out: IO[str] | None = None, min_severity: str = "info", 
         console.print("No problems detected by the rules that ran.")
     for i, f in enumerate(findings, 1):
         cost = f" (costs ~{fmt_ns(f.cost_ns)})" if f.cost_ns else ""
-        console.print(f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{f.title}[/bold]{cost}  [dim]{f.rule_id}[/dim]")
+        console.print(
+            f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{f.title}[/bold]{cost}  [dim]{f.rule_id}[/dim]"
+        )
         console.print(f"   {f.message}")
         if f.metrics:
             console.print("   [dim]" + ", ".join(f"{k} {fmt_value(v)}" for k, v in f.metrics.items()) + "[/dim]")
@@ -65,7 +72,9 @@ def render(a: Analysis, out: IO[str] | None = None, min_severity: str = "info", 
         for col in ("kernel", "category", "count", "total", "mean", "%"):
             t.add_column(col, justify="left" if col in ("kernel", "category") else "right")
         for r in a.kernels.head(top).itertuples():
-            t.add_row(short(r.name, 60), r.category, f"{r.count:,}", fmt_ns(r.total_ns), fmt_ns(r.mean_ns), f"{r.pct:.1f}")
+            t.add_row(
+                short(r.name, 60), r.category, f"{r.count:,}", fmt_ns(r.total_ns), fmt_ns(r.mean_ns), f"{r.pct:.1f}"
+            )
         console.print(t)
 
     if len(a.ops):
@@ -73,8 +82,14 @@ def render(a: Analysis, out: IO[str] | None = None, min_severity: str = "info", 
         for col in ("op", "count", "host total", "host self", "device", "kernels"):
             t.add_column(col, justify="left" if col == "op" else "right")
         for r in a.ops.head(top).itertuples():
-            t.add_row(short(r.name, 50), f"{r.count:,}", fmt_ns(r.host_total_ns), fmt_ns(r.host_self_ns),
-                      fmt_ns(r.device_ns), f"{r.kernel_count:,}")
+            t.add_row(
+                short(r.name, 50),
+                f"{r.count:,}",
+                fmt_ns(r.host_total_ns),
+                fmt_ns(r.host_self_ns),
+                fmt_ns(r.device_ns),
+                f"{r.kernel_count:,}",
+            )
         console.print(t)
 
     if len(a.source_lines):
@@ -82,8 +97,13 @@ def render(a: Analysis, out: IO[str] | None = None, min_severity: str = "info", 
         for col in ("line", "host (self)", "device", "kernels", "allocated"):
             t.add_column(col, justify="left" if col == "line" else "right")
         for r in a.source_lines.head(top).itertuples():
-            t.add_row(short(f"{r.src_file}:{r.src_line} ({r.src_func})", 70), fmt_ns(r.host_ns), fmt_ns(r.device_ns),
-                      f"{r.kernel_count:,}", fmt_bytes(r.alloc_bytes))
+            t.add_row(
+                short(f"{r.src_file}:{r.src_line} ({r.src_func})", 70),
+                fmt_ns(r.host_ns),
+                fmt_ns(r.device_ns),
+                f"{r.kernel_count:,}",
+                fmt_bytes(r.alloc_bytes),
+            )
         console.print(t)
 
     if a.skipped:

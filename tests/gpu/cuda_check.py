@@ -37,7 +37,9 @@ def main() -> int:
         print("SKIP: no CUDA device")
         return 0
     out = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp())
-    forward_line = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if "# FORWARD LINE" in line)
+    forward_line = next(
+        i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if "# FORWARD LINE" in line
+    )
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 10)).cuda()
     opt = torch.optim.AdamW(model.parameters())
@@ -70,14 +72,19 @@ def main() -> int:
         "kernels linked to ops": kernels["op_id"].notna().mean() >= 0.95,
         "kernels attributed to a line": kernels["src_line"].notna().mean() >= 0.95,
         "forward kernels on the forward line": (kernels["src_line"] == forward_line).any(),
-        "backward kernels inherit the forward line": ((kernels["src_line"] == forward_line)
-                                                      & kernels["op_id"].isin(df[df["fwd_id"].notna()]["event_id"])).any(),
+        "backward kernels inherit the forward line": (
+            (kernels["src_line"] == forward_line) & kernels["op_id"].isin(df[df["fwd_id"].notna()]["event_id"])
+        ).any(),
     }
     print(f"events {trace.num_events}, kernels {len(kernels)}, file {prof.path}")
-    print(f"step: plain {plain * 1e3:.2f} ms, torch.profiler {torch_step * 1e3:.2f} ms, "
-          f"neuron_explorer {ne_step * 1e3:.2f} ms (ratio to torch {ne_step / torch_step:.3f})")
-    print(f"torch export_chrome_trace {export_s:.3f} s; neuron_explorer conversion at exit {exit_s:.3f} s; "
-          f"timings {prof.timings}")
+    print(
+        f"step: plain {plain * 1e3:.2f} ms, torch.profiler {torch_step * 1e3:.2f} ms, "
+        f"neuron_explorer {ne_step * 1e3:.2f} ms (ratio to torch {ne_step / torch_step:.3f})"
+    )
+    print(
+        f"torch export_chrome_trace {export_s:.3f} s; neuron_explorer conversion at exit {exit_s:.3f} s; "
+        f"timings {prof.timings}"
+    )
     failed = [name for name, ok in checks.items() if not ok]
     for name, ok in checks.items():
         print(("PASS " if ok else "FAIL ") + name)

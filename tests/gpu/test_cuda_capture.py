@@ -10,7 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU checks skipped: no CUDA device")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU checks skipped: no CUDA device"),
+]
 
 
 def test_cuda_kernels_are_captured_linked_and_attributed(tmp_path):

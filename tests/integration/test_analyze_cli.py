@@ -18,8 +18,9 @@ CPU_MLP = DATA / "local" / "cpu_mlp_step4.json"
 
 
 def cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "neuron_explorer", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "neuron_explorer", *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 def test_analyze_text_shows_verdict_findings_and_fixes():
@@ -48,24 +49,31 @@ def test_analyze_markdown_for_pull_requests():
     assert "(`host_bound`)" not in r.stdout  # a warning, below --min-severity error
 
 
-@pytest.mark.parametrize(("trace", "fail_on", "code"), [(ALEXNET, "error", 1), (ALEXNET, "warning", 1), (CPU_MLP, "warning", 0)])
+@pytest.mark.parametrize(
+    ("trace", "fail_on", "code"), [(ALEXNET, "error", 1), (ALEXNET, "warning", 1), (CPU_MLP, "warning", 0)]
+)
 def test_fail_on_sets_the_exit_code_for_ci(trace, fail_on, code):
     r = cli("analyze", trace, "--format", "json", "--fail-on", fail_on)
     assert r.returncode == code, (r.stdout[-500:], r.stderr)
 
 
 def test_rules_and_threshold_options_select_and_tune_rules():
-    r = cli("analyze", ALEXNET, "--format", "json", "--rules", "device_idle", "--threshold", "device_idle.min_busy_pct=0")
+    r = cli(
+        "analyze", ALEXNET, "--format", "json", "--rules", "device_idle", "--threshold", "device_idle.min_busy_pct=0"
+    )
     doc = json.loads(r.stdout)
     assert doc["rules_run"] == ["device_idle"]
     assert doc["findings"] == []  # nothing is busy less than 0% of the time
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--rules", "nope"), "unknown rule or family: nope"),
-    (("--threshold", "device_idle=3"), "expected RULE.NAME=VALUE"),
-    (("--threshold", "device_idle.bogus=3"), "has no threshold 'bogus'"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--rules", "nope"), "unknown rule or family: nope"),
+        (("--threshold", "device_idle=3"), "expected RULE.NAME=VALUE"),
+        (("--threshold", "device_idle.bogus=3"), "has no threshold 'bogus'"),
+    ],
+)
 def test_bad_options_give_one_line_errors(args, message):
     r = cli("analyze", ALEXNET, *args)
     assert r.returncode == 3

@@ -26,24 +26,42 @@ SHARED = ROOT.parent / "shared" / "fixtures" / "kineto" / "hta"
 
 
 def hta_python() -> Path | None:
-    for cand in (os.environ.get("HTA_PYTHON"), ROOT / "bench" / ".venv-hta" / "bin" / "python", "/tmp/hta-venv/bin/python"):
+    for cand in (
+        os.environ.get("HTA_PYTHON"),
+        ROOT / "bench" / ".venv-hta" / "bin" / "python",
+        "/tmp/hta-venv/bin/python",
+    ):
         if cand and Path(cand).exists():
             return Path(cand)
     return None
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(hta_python() is None, reason="needs HTA 0.5.0 (bash bench/setup_peers.sh)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(hta_python() is None, reason="needs HTA 0.5.0 (bash bench/setup_peers.sh)"),
+]
 
 
-@pytest.mark.parametrize("path", [DATA / "sampled_rank-0.json.gz", DATA / "alexnet_a100.json.gz",
-                                  SHARED / "df_index_resolver" / "df_index_resolver.json.gz"],
-                         ids=["sampled_rank-0", "alexnet", "df_index_resolver"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        DATA / "sampled_rank-0.json.gz",
+        DATA / "alexnet_a100.json.gz",
+        SHARED / "df_index_resolver" / "df_index_resolver.json.gz",
+    ],
+    ids=["sampled_rank-0", "alexnet", "df_index_resolver"],
+)
 def test_breakdowns_match_hta_within_half_a_point(path):
     if not path.exists():
         pytest.skip(f"fixture not available: {path}")
     # given HTA's numbers for the file
-    out = subprocess.run([str(hta_python()), str(ROOT / "bench" / "_hta_analyze.py"), str(path)],
-                         capture_output=True, text=True, timeout=600, check=True)
+    out = subprocess.run(
+        [str(hta_python()), str(ROOT / "bench" / "_hta_analyze.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     hta = json.loads(out.stdout.strip().splitlines()[-1])
     # when we compute ours
     with warnings.catch_warnings():

@@ -21,8 +21,17 @@ pytest.importorskip("torch")
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
 ROOT = Path(__file__).resolve().parents[2]
-PLANTED = ("clean", "slow_loader", "python_hotspot", "tiny_ops", "alloc_heavy", "unfused_optimizer",
-           "graph_breaks", "periodic_stall", "slow_first_step")
+PLANTED = (
+    "clean",
+    "slow_loader",
+    "python_hotspot",
+    "tiny_ops",
+    "alloc_heavy",
+    "unfused_optimizer",
+    "graph_breaks",
+    "periodic_stall",
+    "slow_first_step",
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +41,11 @@ def analyses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Analysis]:
     for name in PLANTED:  # two at a time: the captures are independent processes
         procs[name] = subprocess.Popen(
             [sys.executable, "-m", "tests.planted._harness", name, str(out_dir / f"{name}.json")],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if len(procs) % 2 == 0:
             for p in list(procs.values())[-2:]:
                 p.wait(timeout=600)
@@ -76,15 +89,29 @@ def test_planted_bottleneck_fires_its_rule_naming_the_line(analyses, workload, r
         assert expected_line in lines_of(f), f.source_lines
 
 
-@pytest.mark.parametrize("rule_id", ["dataloader_stall", "host_hotspot", "tiny_ops", "alloc_churn", "unfused_optimizer",
-                                     "compile_graph_breaks", "step_variance", "warmup_cost", "python_overhead"])
+@pytest.mark.parametrize(
+    "rule_id",
+    [
+        "dataloader_stall",
+        "host_hotspot",
+        "tiny_ops",
+        "alloc_churn",
+        "unfused_optimizer",
+        "compile_graph_breaks",
+        "step_variance",
+        "warmup_cost",
+        "python_overhead",
+    ],
+)
 def test_clean_run_fires_none_of_the_planted_rules(analyses, rule_id):
     assert not fired(analyses["clean"], rule_id), [f.title for f in analyses["clean"].findings]
 
 
 def test_planted_finding_is_the_top_issue_of_its_workload(analyses):
     # the planted problem is what the verdict points at first (most costly warning)
-    top = {w: analyses[w].findings[0].rule_id for w in ("slow_loader", "tiny_ops", "alloc_heavy") if analyses[w].findings}
+    top = {
+        w: analyses[w].findings[0].rule_id for w in ("slow_loader", "tiny_ops", "alloc_heavy") if analyses[w].findings
+    }
     assert top["slow_loader"] in ("dataloader_stall", "host_hotspot")
     assert top["tiny_ops"] in ("tiny_ops", "host_hotspot", "python_overhead")
     # the allocation-heavy loop is also 1,500 tiny ops per step, which tiny_ops rightly reports
@@ -119,19 +146,27 @@ def native_analyses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Analy
     result = {}
     for name in NATIVE:
         out = out_dir / f"{name}.parquet"
-        r = subprocess.run([sys.executable, "-m", "tests.planted._harness", name, str(out)], cwd=ROOT,
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "tests.planted._harness", name, str(out)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, f"capturing {name} with neuron_explorer.profile failed:\n{r.stderr[-2000:]}"
         result[name] = analyze(ne.load(out))
     return result
 
 
-@pytest.mark.parametrize(("workload", "rule_id", "expected_file"), [
-    ("slow_loader", "dataloader_stall", "slow_loader.py"),
-    ("python_hotspot", "host_hotspot", "python_hotspot.py"),
-    ("tiny_ops", "tiny_ops", "tiny_ops.py"),
-    ("alloc_heavy", "alloc_churn", "alloc_heavy.py"),
-])
+@pytest.mark.parametrize(
+    ("workload", "rule_id", "expected_file"),
+    [
+        ("slow_loader", "dataloader_stall", "slow_loader.py"),
+        ("python_hotspot", "host_hotspot", "python_hotspot.py"),
+        ("tiny_ops", "tiny_ops", "tiny_ops.py"),
+        ("alloc_heavy", "alloc_churn", "alloc_heavy.py"),
+    ],
+)
 def test_in_process_capture_names_the_planted_file(native_analyses, workload, rule_id, expected_file):
     # given the same workloads captured by neuron_explorer.profile (exact call lines)
     findings = fired(native_analyses[workload], rule_id)

@@ -22,10 +22,16 @@ from neuron_explorer.trace.errors import TraceFormatError
 pytestmark = pytest.mark.slow
 
 
-def _record(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+def _record(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "neuron_explorer", "record", *args],
-        cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -99,17 +105,24 @@ def test_bad_invocations_get_one_line_errors(tmp_path, program):
 def test_full_disk_during_write_is_reported_and_leaves_no_trace(tmp_path, program):
     # RLIMIT_FSIZE makes writes past 4 KiB fail with EFBIG (SIGXFSZ ignored): a full disk.
     wrapper = tmp_path / "limited.py"
-    wrapper.write_text(textwrap.dedent(
-        """
+    wrapper.write_text(
+        textwrap.dedent(
+            """
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
         from neuron_explorer.cli import main
         sys.exit(main(sys.argv[1:]))
         """
-    ))
-    proc = subprocess.run([sys.executable, str(wrapper), "record", "-o", "out.parquet", "prog.py", "ok"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(wrapper), "record", "-o", "out.parquet", "prog.py", "ok"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 3, proc.stderr
     assert "cannot write the trace" in proc.stderr
     assert not (tmp_path / "out.parquet").exists()
@@ -119,16 +132,23 @@ def test_full_disk_during_write_is_reported_and_leaves_no_trace(tmp_path, progra
 def test_run_killed_while_writing_leaves_no_complete_looking_file(tmp_path, program):
     # Without the SIGXFSZ handler the process is killed in the middle of writing the trace.
     wrapper = tmp_path / "killed.py"
-    wrapper.write_text(textwrap.dedent(
-        """
+    wrapper.write_text(
+        textwrap.dedent(
+            """
         import resource, sys
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
         from neuron_explorer.cli import main
         sys.exit(main(sys.argv[1:]))
         """
-    ))
-    proc = subprocess.run([sys.executable, str(wrapper), "record", "-o", "run", "prog.py", "ok"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(wrapper), "record", "-o", "run", "prog.py", "ok"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert not list((tmp_path / "run").rglob("*.parquet"))
     with pytest.raises(TraceFormatError):
@@ -164,10 +184,24 @@ def test_two_gloo_ranks_write_a_hive_style_run_directory(tmp_path):
     port = str(_free_port())
     procs = []
     for rank in (0, 1):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-        procs.append(subprocess.Popen([sys.executable, "-m", "neuron_explorer", "record", "-o", "run", "dist.py"],
-                                      cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "neuron_explorer", "record", "-o", "run", "dist.py"],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for p in procs:
         _, err = p.communicate(timeout=180)
         assert p.returncode == 0, err

@@ -22,8 +22,14 @@ from neuron_explorer.trace.schema import EVENTS_SCHEMA
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = ["hta/alexnet_a100.json.gz", "hta/sampled_rank-0.json.gz", "hta/amd_mi250.json.gz",
-          "local/cpu_mlp_step4.json", "local/example_cpu_small.json", "tracelens/qwen_h100.json.gz"]
+TRACES = [
+    "hta/alexnet_a100.json.gz",
+    "hta/sampled_rank-0.json.gz",
+    "hta/amd_mi250.json.gz",
+    "local/cpu_mlp_step4.json",
+    "local/example_cpu_small.json",
+    "tracelens/qwen_h100.json.gz",
+]
 
 
 @cache
@@ -58,8 +64,16 @@ def test_kernel_table_accounts_for_every_device_event(name):
     assert a.kernels["total_ns"].sum() == dev["dur_ns"].sum()
     if len(a.kernels):
         assert a.kernels["pct"].sum() == pytest.approx(100.0)
-        assert set(a.kernels["category"]) <= {"gemm", "attention", "conv", "elementwise", "reduction",
-                                              "communication", "memory", "other"}
+        assert set(a.kernels["category"]) <= {
+            "gemm",
+            "attention",
+            "conv",
+            "elementwise",
+            "reduction",
+            "communication",
+            "memory",
+            "other",
+        }
         assert a.kernel_categories["total_ns"].sum() == a.kernels["total_ns"].sum()
 
 
@@ -140,11 +154,31 @@ def test_json_document_is_strict_json_with_the_documented_keys(name):
     from neuron_explorer.reports.json_report import render
 
     doc = json.loads(render(loaded(name)[1]))
-    assert set(doc) == {"schema_version", "summary", "step_stats", "findings", "skipped", "rules_run",
-                        "memory_summary", "launch_summary", "tables"}
+    assert set(doc) == {
+        "schema_version",
+        "summary",
+        "step_stats",
+        "findings",
+        "skipped",
+        "rules_run",
+        "memory_summary",
+        "launch_summary",
+        "tables",
+    }
     for f in doc["findings"]:
-        assert set(f) >= {"rule_id", "severity", "title", "message", "metrics", "threshold", "cost_ns",
-                          "time_ranges", "event_ids", "source_lines", "recommendation"}
+        assert set(f) >= {
+            "rule_id",
+            "severity",
+            "title",
+            "message",
+            "metrics",
+            "threshold",
+            "cost_ns",
+            "time_ranges",
+            "event_ids",
+            "source_lines",
+            "recommendation",
+        }
     assert doc["summary"]["verdict"].endswith(".")
 
 

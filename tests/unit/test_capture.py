@@ -156,7 +156,9 @@ def test_each_schedule_cycle_is_its_own_file_and_the_users_handler_still_runs(tm
     sched = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch's "clears events at the end of each cycle"
-        with ne.profile(output=tmp_path / "run.parquet", schedule=sched, on_trace_ready=lambda p: seen.append(p.step_num)) as prof:
+        with ne.profile(
+            output=tmp_path / "run.parquet", schedule=sched, on_trace_ready=lambda p: seen.append(p.step_num)
+        ) as prof:
             for _ in range(9):
                 model(torch.randn(4, 8)).sum().backward()
                 prof.step()
@@ -214,10 +216,13 @@ def test_write_failure_is_reported_without_hiding_the_users_exception(tmp_path):
             pytest.skip("running as a user who ignores directory permissions (root)")
         except PermissionError:
             pass
-        with pytest.warns(CaptureWarning, match="cannot write the trace"), pytest.raises(ValueError, match="user bug") as info:  # noqa: SIM117 - the order of checks reads clearer nested
-            with ne.profile(output=ro / "t.parquet"):
-                torch.ones(2).sum()
-                raise ValueError("user bug")
+        with (
+            pytest.warns(CaptureWarning, match="cannot write the trace"),
+            pytest.raises(ValueError, match="user bug") as info,
+            ne.profile(output=ro / "t.parquet"),
+        ):
+            torch.ones(2).sum()
+            raise ValueError("user bug")
         assert any("cannot write the trace" in n for n in getattr(info.value, "__notes__", []))
         assert not list(ro.iterdir())
 

@@ -43,8 +43,9 @@ CHILD = textwrap.dedent(
 def test_renamed_privateuse1_backend_is_profiled_as_neuron(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "t.parquet")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "t.parquet")], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     # torch exposes the renamed backend's activity (ProfilerActivity.PrivateUse1, alias NEURON)

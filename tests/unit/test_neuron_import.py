@@ -48,7 +48,13 @@ def test_parquet_instructions_become_kernels_on_one_queue_per_engine(export, exp
     assert set(kernels["device_type"].astype(str)) == {"neuron"}
     by_stream = kernels.groupby("stream").size().to_dict()
     expected = ins.groupby("engine").size()
-    assert by_stream == {0: expected["Tensor"], 1: expected["Vector"], 2: expected["Scalar"], 3: expected["GpSimd"], 4: expected["Sync"]}
+    assert by_stream == {
+        0: expected["Tensor"],
+        1: expected["Vector"],
+        2: expected["Scalar"],
+        3: expected["GpSimd"],
+        4: expected["Sync"],
+    }
     names = {s["stream"]: s["name"] for s in export_trace.metadata["neuron"]["streams"]}
     assert [names[i] for i in range(5)] == ["Tensor", "Vector", "Scalar", "GpSimd", "Sync"]
 
@@ -143,7 +149,10 @@ def test_trace_round_trips_through_parquet(export_trace, tmp_path: Path) -> None
     path = export_trace.write(tmp_path / "t.parquet")
     back = Trace.read(path)
     assert back.num_events == export_trace.num_events
-    assert back.metadata["neuron"]["devices"][0]["metrics"]["hbm_read_bytes"] == _device(export_trace)["metrics"]["hbm_read_bytes"]
+    assert (
+        back.metadata["neuron"]["devices"][0]["metrics"]["hbm_read_bytes"]
+        == _device(export_trace)["metrics"]["hbm_read_bytes"]
+    )
 
 
 # --------------------------------------------------------------------------- legacy JSON
@@ -162,8 +171,12 @@ def test_legacy_json_imports_with_ticks_converted_and_fractions_scaled(tmp_path:
     assert int(m["bytes"].sum()) == int(dma["bytes"].sum())
     assert "DtoD (HBM->SBUF)" in set(m["memcpy_kind"].astype(str))
     d = trace.metadata["neuron"]["devices"][0]
-    assert d["span_ns"] == int(truth["timeline"]["executions"]["end_ns"].max())  # (last - first) ticks / ticks_per_nanosec
-    assert d["metrics"]["tensor_engine_active_time_pct"] == pytest.approx(100 * truth["summary"]["tensor_engine_active_time_percent"])
+    assert d["span_ns"] == int(
+        truth["timeline"]["executions"]["end_ns"].max()
+    )  # (last - first) ticks / ticks_per_nanosec
+    assert d["metrics"]["tensor_engine_active_time_pct"] == pytest.approx(
+        100 * truth["summary"]["tensor_engine_active_time_percent"]
+    )
     assert d["alignment"]["method"] == "none"
     mm = k[k["name"] == "MATMUL"]
     assert set(mm["src_line"]) == {42}  # from nki_source_location
@@ -183,7 +196,9 @@ def test_missing_summary_and_stack_frames_warn_and_fall_back_to_derived_metrics(
     assert "Summary table missing" in text and "StackFrame" in text
     d = trace.metadata["neuron"]["devices"][0]
     assert d["metric_source"]["tensor_engine_active_time_pct"] == "derived"
-    assert d["metrics"]["tensor_engine_active_time_pct"] == pytest.approx(100 * truth["summary"]["tensor_engine_active_time_percent"])
+    assert d["metrics"]["tensor_engine_active_time_pct"] == pytest.approx(
+        100 * truth["summary"]["tensor_engine_active_time_percent"]
+    )
     assert any("Summary" in w for w in d["warnings"])
     assert trace.to_pandas().query("kind == 'kernel'")["src_line"].isna().all()
 
@@ -203,7 +218,9 @@ def test_a_required_field_missing_is_a_format_error_naming_table_and_file(tmp_pa
     synth.write_parquet_export(tmp_path / "p")
     f = tmp_path / "p" / "Instruction_0.parquet"
     pq.write_table(pq.read_table(f).drop(["engine", "timeline_track"]), f)
-    with pytest.raises(TraceFormatError, match=r"Instruction table lacks required field\(s\) engine or timeline_track") as exc:
+    with pytest.raises(
+        TraceFormatError, match=r"Instruction table lacks required field\(s\) engine or timeline_track"
+    ) as exc:
         read_device_profile(tmp_path / "p")
     assert exc.value.path and exc.value.path.endswith("Instruction_0.parquet")
 
@@ -246,12 +263,28 @@ def test_missing_path_is_not_found(tmp_path: Path) -> None:
 def test_dma_packets_are_used_when_aggregated_table_is_absent(tmp_path: Path) -> None:
     truth = synth.write_parquet_export(tmp_path / "p", drop=("DmaPacketAggregated",))
     dma = truth["timeline"]["dmas"]
-    pq.write_table(pa.Table.from_pandas(pd.DataFrame({
-        "start_ts": dma["start_ns"] + truth["origin"], "duration_ns": dma["dur_ns"], "id": dma["id"],
-        "packet_idx": np.zeros(len(dma), np.int32), "packet_aggregation_id": dma["id"], "engine_idx": dma["queue_idx"],
-        "read_bytes": dma["bytes"], "write_bytes": dma["bytes"], "transfer_bytes": dma["bytes"], "throughput": 1e9,
-        "queue_type": "input", "queue_name": dma["queue"], "crc": 0,
-    })), tmp_path / "p" / "DmaPacket.parquet")
+    pq.write_table(
+        pa.Table.from_pandas(
+            pd.DataFrame(
+                {
+                    "start_ts": dma["start_ns"] + truth["origin"],
+                    "duration_ns": dma["dur_ns"],
+                    "id": dma["id"],
+                    "packet_idx": np.zeros(len(dma), np.int32),
+                    "packet_aggregation_id": dma["id"],
+                    "engine_idx": dma["queue_idx"],
+                    "read_bytes": dma["bytes"],
+                    "write_bytes": dma["bytes"],
+                    "transfer_bytes": dma["bytes"],
+                    "throughput": 1e9,
+                    "queue_type": "input",
+                    "queue_name": dma["queue"],
+                    "crc": 0,
+                }
+            )
+        ),
+        tmp_path / "p" / "DmaPacket.parquet",
+    )
     trace = import_neuron_profile(tmp_path / "p")
     assert trace.metadata["neuron"]["devices"][0]["dma_granularity"] == "packet"
     assert int(trace.to_pandas().query("kind == 'memcpy'")["bytes"].sum()) == int(dma["bytes"].sum())

@@ -70,7 +70,10 @@ def test_device_times_land_inside_the_framework_steps(run_files) -> None:
     k = df[df["kind"] == "kernel"]
     for step, row in zip(range(3), steps.itertuples()):
         mine = k[k["step"] == step]
-        assert mine["start_ns"].min() >= row.start_ns and (mine["start_ns"] + mine["dur_ns"]).max() <= row.start_ns + row.dur_ns
+        assert (
+            mine["start_ns"].min() >= row.start_ns
+            and (mine["start_ns"] + mine["dur_ns"]).max() <= row.start_ns + row.dur_ns
+        )
 
 
 def test_unlinkable_executions_are_counted_with_a_reason(tmp_path: Path) -> None:

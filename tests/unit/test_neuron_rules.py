@@ -11,8 +11,13 @@ from neuron_explorer.analyzers import analyze
 from neuron_explorer.collectors.neuron import import_neuron_profile, synth
 
 NEURON_RULES = (
-    "neuron_low_mfu", "neuron_engine_bottleneck", "neuron_dma_bound", "neuron_small_dma",
-    "neuron_spill_reload", "neuron_exposed_collectives", "neuron_transpose_matmul",
+    "neuron_low_mfu",
+    "neuron_engine_bottleneck",
+    "neuron_dma_bound",
+    "neuron_small_dma",
+    "neuron_spill_reload",
+    "neuron_exposed_collectives",
+    "neuron_transpose_matmul",
 )
 
 
@@ -67,7 +72,9 @@ def test_spill_reload_above_25_percent_of_hbm_reads_is_reported(tmp_path: Path) 
 
 
 def test_spill_reload_below_threshold_is_not_reported(tmp_path: Path) -> None:
-    assert not _findings(tmp_path, synth.SynthSpec(bottleneck="balanced", spill_reload_fraction=0.2))["neuron_spill_reload"]
+    assert not _findings(tmp_path, synth.SynthSpec(bottleneck="balanced", spill_reload_fraction=0.2))[
+        "neuron_spill_reload"
+    ]
 
 
 def test_small_dma_transfers_are_reported(tmp_path: Path) -> None:

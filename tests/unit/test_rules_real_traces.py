@@ -109,7 +109,11 @@ def test_memory_capacity_threshold_is_the_peak_share_of_device_memory():
     peak = a.memory_summary["max_peak_pct"]
     assert 3.0 < peak < 3.2  # 2.63 GB reserved of an 85 GB H100
     assert "memory_capacity" not in rule_ids(a)
-    hit = [f for f in analysis("qwen_h100", (("memory_capacity.max_peak_pct", 3.0),)).findings if f.rule_id == "memory_capacity"]
+    hit = [
+        f
+        for f in analysis("qwen_h100", (("memory_capacity.max_peak_pct", 3.0),)).findings
+        if f.rule_id == "memory_capacity"
+    ]
     assert hit and hit[0].metrics["capacity_bytes"]["value"] == 85018279936
 
 

@@ -37,13 +37,29 @@ def lines_from(df: pd.DataFrame, value: str | np.ndarray, n: int = 3, user_only:
         m = m & user_mask(df["src_file"])
     if not m.any():
         return []
-    g = pd.DataFrame({
-        "file": df["src_file"].astype(object).to_numpy()[m], "line": df["src_line"].to_numpy()[m],
-        "fn": df["src_func"].astype(object).to_numpy()[m], "ns": vals[m],
-    }).groupby(["file", "line"], sort=False).agg(fn=("fn", "first"), ns=("ns", "sum"), count=("ns", "size"))
+    g = (
+        pd.DataFrame(
+            {
+                "file": df["src_file"].astype(object).to_numpy()[m],
+                "line": df["src_line"].to_numpy()[m],
+                "fn": df["src_func"].astype(object).to_numpy()[m],
+                "ns": vals[m],
+            }
+        )
+        .groupby(["file", "line"], sort=False)
+        .agg(fn=("fn", "first"), ns=("ns", "sum"), count=("ns", "size"))
+    )
     g = g.sort_values("ns", ascending=False).head(n).reset_index()
-    return [{"file": str(r.file), "line": int(r.line), "func": None if pd.isna(r.fn) else str(r.fn),
-             "ns": int(r.ns), "count": int(r.count)} for r in g.itertuples()]
+    return [
+        {
+            "file": str(r.file),
+            "line": int(r.line),
+            "func": None if pd.isna(r.fn) else str(r.fn),
+            "ns": int(r.ns),
+            "count": int(r.count),
+        }
+        for r in g.itertuples()
+    ]
 
 
 def top_source_lines(a: Analysis, column: str, n: int = 3, min_value: float = 0) -> list[dict[str, Any]]:
@@ -52,8 +68,16 @@ def top_source_lines(a: Analysis, column: str, n: int = 3, min_value: float = 0)
     if not len(sl):
         return []
     sl = sl[user_mask(sl["src_file"]) & (sl[column] > min_value)].sort_values(column, ascending=False).head(n)
-    return [{"file": str(r.src_file), "line": int(r.src_line), "func": None if pd.isna(r.src_func) else str(r.src_func),
-             "ns": int(r.host_ns + r.device_ns), column: int(getattr(r, column))} for r in sl.itertuples()]
+    return [
+        {
+            "file": str(r.src_file),
+            "line": int(r.src_line),
+            "func": None if pd.isna(r.src_func) else str(r.src_func),
+            "ns": int(r.host_ns + r.device_ns),
+            column: int(getattr(r, column)),
+        }
+        for r in sl.itertuples()
+    ]
 
 
 def wall_ns(a: Analysis) -> int:

@@ -18,8 +18,12 @@ def _need_device(ctx: RuleContext) -> pd.DataFrame:
     return dev
 
 
-@rule("device_idle", family="device", title="Device idle / low utilization",
-      thresholds={"min_busy_pct": (50.0, "%"), "error_busy_pct": (20.0, "%")})
+@rule(
+    "device_idle",
+    family="device",
+    title="Device idle / low utilization",
+    thresholds={"min_busy_pct": (50.0, "%"), "error_busy_pct": (20.0, "%")},
+)
 def device_idle(ctx: RuleContext) -> list[Finding]:
     """The device did work for less than ``min_busy_pct`` of the step time (TensorBoard plugin's
     GPU-utilization rule); evidence: the largest idle gaps and the kernels that ended them."""
@@ -47,28 +51,45 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
     top = top[gap[top] > 0]
     after = d.iloc[top]
     idle_ns = float(bd["idle_ns"].sum() + bd["host_exposed_ns"].sum())
-    return [ctx.finding(
-        severity="error" if busy_pct < ctx.threshold("error_busy_pct") else "warning",
-        title=f"Device busy only {busy_pct:.0f}% of step time",
-        message=(f"The device ran work {busy_pct:.1f}% of the time; {ms(idle_ns)} it waited on the host or idled "
-                 f"(host-exposed {ms(bd['host_exposed_ns'].sum())}, idle {ms(bd['idle_ns'].sum())}). "
-                 f"Largest gap: {ms(gap[top[0]]) if len(top) else 'n/a'}."),
-        metrics={"busy_pct": metric(busy_pct, "%"), "idle_ns": metric(int(bd["idle_ns"].sum()), "ns"),
-                 "host_exposed_ns": metric(int(bd["host_exposed_ns"].sum()), "ns"),
-                 "largest_gap_ns": metric(int(gap[top[0]]) if len(top) else 0, "ns")},
-        cost_ns=int(idle_ns),
-        time_ranges=[[int(prev[i]), int(d["start_ns"].to_numpy()[i])] for i in top],
-        event_ids=[int(x) for x in after["event_id"]],
-        source_lines=lines_from(after, "dur_ns"),
-        recommendation=("Keep the device fed: increase the batch size, move input preparation off the "
-                        "training thread (DataLoader workers, pin_memory, non_blocking copies), remove "
-                        "host syncs, and use CUDA graphs / torch.compile to cut per-kernel launch cost."),
-    )]
+    return [
+        ctx.finding(
+            severity="error" if busy_pct < ctx.threshold("error_busy_pct") else "warning",
+            title=f"Device busy only {busy_pct:.0f}% of step time",
+            message=(
+                f"The device ran work {busy_pct:.1f}% of the time; {ms(idle_ns)} it waited on the host or idled "
+                f"(host-exposed {ms(bd['host_exposed_ns'].sum())}, idle {ms(bd['idle_ns'].sum())}). "
+                f"Largest gap: {ms(gap[top[0]]) if len(top) else 'n/a'}."
+            ),
+            metrics={
+                "busy_pct": metric(busy_pct, "%"),
+                "idle_ns": metric(int(bd["idle_ns"].sum()), "ns"),
+                "host_exposed_ns": metric(int(bd["host_exposed_ns"].sum()), "ns"),
+                "largest_gap_ns": metric(int(gap[top[0]]) if len(top) else 0, "ns"),
+            },
+            cost_ns=int(idle_ns),
+            time_ranges=[[int(prev[i]), int(d["start_ns"].to_numpy()[i])] for i in top],
+            event_ids=[int(x) for x in after["event_id"]],
+            source_lines=lines_from(after, "dur_ns"),
+            recommendation=(
+                "Keep the device fed: increase the batch size, move input preparation off the "
+                "training thread (DataLoader workers, pin_memory, non_blocking copies), remove "
+                "host syncs, and use CUDA graphs / torch.compile to cut per-kernel launch cost."
+            ),
+        )
+    ]
 
 
-@rule("launch_bound", family="device", title="Launch-bound: many small kernels",
-      thresholds={"short_kernel_ns": (10_000, "ns"), "min_short_pct": (50.0, "%"),
-                  "min_host_wait_pct": (50.0, "% of idle"), "min_idle_pct": (10.0, "%")})
+@rule(
+    "launch_bound",
+    family="device",
+    title="Launch-bound: many small kernels",
+    thresholds={
+        "short_kernel_ns": (10_000, "ns"),
+        "min_short_pct": (50.0, "%"),
+        "min_host_wait_pct": (50.0, "% of idle"),
+        "min_idle_pct": (10.0, "%"),
+    },
+)
 def launch_bound(ctx: RuleContext) -> list[Finding]:
     """Most kernels run under ``short_kernel_ns`` and most device idle time is host wait: the
     host cannot launch kernels as fast as the device finishes them."""
@@ -82,34 +103,59 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
     idle_ns = float(idle["idle_ns"].sum())
     host_wait_pct = 100.0 * float(idle["host_wait_ns"].sum()) / idle_ns if idle_ns else 0.0
     tb = ctx.analysis.temporal
-    idle_pct = 100.0 * float(tb["idle_ns"].sum()) / float(tb["span_ns"].sum()) if len(tb) and tb["span_ns"].sum() else 0.0
-    if short_pct < ctx.threshold("min_short_pct") or host_wait_pct < ctx.threshold("min_host_wait_pct") \
-            or idle_pct < ctx.threshold("min_idle_pct"):
+    idle_pct = (
+        100.0 * float(tb["idle_ns"].sum()) / float(tb["span_ns"].sum()) if len(tb) and tb["span_ns"].sum() else 0.0
+    )
+    if (
+        short_pct < ctx.threshold("min_short_pct")
+        or host_wait_pct < ctx.threshold("min_host_wait_pct")
+        or idle_pct < ctx.threshold("min_idle_pct")
+    ):
         return []
     small = ev[short.to_numpy()]
     dev = ctx.frames.device
-    src = dev.set_index("event_id").loc[small["event_id"].to_numpy(), ["src_file", "src_line", "src_func"]] \
-        if dev["event_id"].is_unique else dev.iloc[:0]
+    src = (
+        dev.set_index("event_id").loc[small["event_id"].to_numpy(), ["src_file", "src_line", "src_func"]]
+        if dev["event_id"].is_unique
+        else dev.iloc[:0]
+    )
     src = src.reset_index(drop=True).assign(one=1)
-    return [ctx.finding(
-        title=f"Launch-bound: {short_pct:.0f}% of kernels are shorter than {ms(ctx.threshold('short_kernel_ns'))}",
-        message=(f"{len(small)} of {len(ev)} kernels are short (mean {ms(small['dur_ns'].mean())}, launch call "
-                 f"{ms(small['launch_dur_ns'].mean())}); {host_wait_pct:.0f}% of the device's idle time is spent "
-                 f"waiting for the host to launch the next kernel."),
-        metrics={"short_kernel_pct": metric(short_pct, "%"), "host_wait_pct_of_idle": metric(host_wait_pct, "%"),
-                 "idle_pct": metric(idle_pct, "%"), "short_kernels": metric(len(small), "kernels"),
-                 "mean_launch_ns": metric(float(small["launch_dur_ns"].mean()), "ns")},
-        cost_ns=int(float(tb["idle_ns"].sum()) * host_wait_pct / 100.0),
-        event_ids=[int(x) for x in small.nsmallest(5, "start_ns")["event_id"]],
-        source_lines=lines_from(src, "one"),
-        recommendation=("Fuse small kernels: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
-                        "foreach/fused optimizers, larger batches; avoid Python loops issuing one tiny op per element."),
-    )]
+    return [
+        ctx.finding(
+            title=f"Launch-bound: {short_pct:.0f}% of kernels are shorter than {ms(ctx.threshold('short_kernel_ns'))}",
+            message=(
+                f"{len(small)} of {len(ev)} kernels are short (mean {ms(small['dur_ns'].mean())}, launch call "
+                f"{ms(small['launch_dur_ns'].mean())}); {host_wait_pct:.0f}% of the device's idle time is spent "
+                f"waiting for the host to launch the next kernel."
+            ),
+            metrics={
+                "short_kernel_pct": metric(short_pct, "%"),
+                "host_wait_pct_of_idle": metric(host_wait_pct, "%"),
+                "idle_pct": metric(idle_pct, "%"),
+                "short_kernels": metric(len(small), "kernels"),
+                "mean_launch_ns": metric(float(small["launch_dur_ns"].mean()), "ns"),
+            },
+            cost_ns=int(float(tb["idle_ns"].sum()) * host_wait_pct / 100.0),
+            event_ids=[int(x) for x in small.nsmallest(5, "start_ns")["event_id"]],
+            source_lines=lines_from(src, "one"),
+            recommendation=(
+                "Fuse small kernels: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
+                "foreach/fused optimizers, larger batches; avoid Python loops issuing one tiny op per element."
+            ),
+        )
+    ]
 
 
-@rule("tensor_cores", family="device", title="GEMMs not on tensor cores",
-      thresholds={"min_non_tc_pct": (50.0, "% of GEMM time"), "min_gemm_pct": (10.0, "% of kernel time"),
-                  "min_compute_major": (7, "")})
+@rule(
+    "tensor_cores",
+    family="device",
+    title="GEMMs not on tensor cores",
+    thresholds={
+        "min_non_tc_pct": (50.0, "% of GEMM time"),
+        "min_gemm_pct": (10.0, "% of kernel time"),
+        "min_compute_major": (7, ""),
+    },
+)
 def tensor_cores(ctx: RuleContext) -> list[Finding]:
     """On a device with tensor cores (compute capability >= 7), most GEMM time runs in kernels
     that do not use them (fp32 SGEMM): the TensorBoard plugin's AMP recommendation."""
@@ -133,27 +179,51 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
     dev = ctx.frames.device
     names = set(gemm.loc[~tc, "name"].head(20))
     ev = dev[dev["name"].astype(str).isin(names)]
-    return [ctx.finding(
-        title=f"{non_tc_pct:.0f}% of GEMM time runs without tensor cores",
-        message=(f"GEMMs take {gemm_pct:.0f}% of kernel time and {ms(non_tc_ns)} of it is in kernels such as "
-                 f"{gemm.loc[~tc, 'name'].iloc[0][:60]} that do not use tensor cores (fp32)."),
-        metrics={"non_tensor_core_pct": metric(non_tc_pct, "% of GEMM time"), "gemm_pct": metric(gemm_pct, "%"),
-                 "non_tensor_core_ns": metric(int(non_tc_ns), "ns")},
-        cost_ns=int(non_tc_ns * 0.5),  # tensor cores typically at least halve GEMM time
-        event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
-        source_lines=lines_from(ev, "dur_ns"),
-        recommendation=("Run matmuls in reduced precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
-                        "(or float16 with GradScaler), or at least torch.backends.cuda.matmul.allow_tf32 = True / "
-                        "torch.set_float32_matmul_precision('high') on Ampere and newer."),
-    )]
+    return [
+        ctx.finding(
+            title=f"{non_tc_pct:.0f}% of GEMM time runs without tensor cores",
+            message=(
+                f"GEMMs take {gemm_pct:.0f}% of kernel time and {ms(non_tc_ns)} of it is in kernels such as "
+                f"{gemm.loc[~tc, 'name'].iloc[0][:60]} that do not use tensor cores (fp32)."
+            ),
+            metrics={
+                "non_tensor_core_pct": metric(non_tc_pct, "% of GEMM time"),
+                "gemm_pct": metric(gemm_pct, "%"),
+                "non_tensor_core_ns": metric(int(non_tc_ns), "ns"),
+            },
+            cost_ns=int(non_tc_ns * 0.5),  # tensor cores typically at least halve GEMM time
+            event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
+            source_lines=lines_from(ev, "dur_ns"),
+            recommendation=(
+                "Run matmuls in reduced precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
+                "(or float16 with GradScaler), or at least torch.backends.cuda.matmul.allow_tf32 = True / "
+                "torch.set_float32_matmul_precision('high') on Ampere and newer."
+            ),
+        )
+    ]
 
 
-_MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-               "aten::convolution", "aten::_convolution", "aten::conv2d", "aten::cudnn_convolution")
+_MATMUL_OPS = (
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::convolution",
+    "aten::_convolution",
+    "aten::conv2d",
+    "aten::cudnn_convolution",
+)
 
 
-@rule("fp32_amp", family="device", title="fp32 matmuls where AMP fits",
-      thresholds={"min_fp32_pct": (30.0, "% of device time")}, severity="info")
+@rule(
+    "fp32_amp",
+    family="device",
+    title="fp32 matmuls where AMP fits",
+    thresholds={"min_fp32_pct": (30.0, "% of device time")},
+    severity="info",
+)
 def fp32_amp(ctx: RuleContext) -> list[Finding]:
     """Matmul/conv ops with float32 inputs take a large share of device time; autocast would run
     them in bf16/fp16. Needs ``record_shapes=True`` (the ops' input types)."""
@@ -163,9 +233,13 @@ def fp32_amp(ctx: RuleContext) -> list[Finding]:
     if not len(ops):
         raise RuleSkipped("skipped: needs matmul/conv ops")
     types = ctx.frames.trace.select(None, ["event_id", "rank", "input_types"])
-    t = pd.DataFrame({"rank": types["rank"].to_numpy(zero_copy_only=False),
-                      "event_id": types["event_id"].to_numpy(zero_copy_only=False),
-                      "input_types": types["input_types"].to_numpy(zero_copy_only=False)})
+    t = pd.DataFrame(
+        {
+            "rank": types["rank"].to_numpy(zero_copy_only=False),
+            "event_id": types["event_id"].to_numpy(zero_copy_only=False),
+            "input_types": types["input_types"].to_numpy(zero_copy_only=False),
+        }
+    )
     ops = ops.merge(t, on=["rank", "event_id"], how="left")
     if ops["input_types"].isna().all():
         raise RuleSkipped("skipped: needs op input types (profile with record_shapes=True)")
@@ -179,13 +253,17 @@ def fp32_amp(ctx: RuleContext) -> list[Finding]:
     if pct < ctx.threshold("min_fp32_pct"):
         return []
     ev = dev[on_fp32]
-    return [ctx.finding(
-        title=f"fp32 matmuls take {pct:.0f}% of device time",
-        message=f"Matmul/conv ops with float32 inputs launched {ms(fp32_ns)} of device work ({pct:.1f}%).",
-        metrics={"fp32_matmul_pct": metric(pct, "%"), "fp32_matmul_ns": metric(int(fp32_ns), "ns")},
-        cost_ns=int(fp32_ns * 0.5),
-        event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
-        source_lines=lines_from(ev, "dur_ns"),
-        recommendation=("Wrap the forward pass and loss in torch.autocast(device_type=..., dtype=torch.bfloat16); "
-                        "keep the optimizer step in fp32 (autocast does)."),
-    )]
+    return [
+        ctx.finding(
+            title=f"fp32 matmuls take {pct:.0f}% of device time",
+            message=f"Matmul/conv ops with float32 inputs launched {ms(fp32_ns)} of device work ({pct:.1f}%).",
+            metrics={"fp32_matmul_pct": metric(pct, "%"), "fp32_matmul_ns": metric(int(fp32_ns), "ns")},
+            cost_ns=int(fp32_ns * 0.5),
+            event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
+            source_lines=lines_from(ev, "dur_ns"),
+            recommendation=(
+                "Wrap the forward pass and loss in torch.autocast(device_type=..., dtype=torch.bfloat16); "
+                "keep the optimizer step in fp32 (autocast does)."
+            ),
+        )
+    ]

@@ -24,8 +24,9 @@ def _memcpys(ctx: RuleContext) -> pd.DataFrame:
     return m
 
 
-@rule("sync_memcpy", family="memory", title="Synchronous or pageable memcpy",
-      thresholds={"min_pct": (0.5, "% of wall")})
+@rule(
+    "sync_memcpy", family="memory", title="Synchronous or pageable memcpy", thresholds={"min_pct": (0.5, "% of wall")}
+)
 def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     """Copies issued with a blocking runtime call (``cudaMemcpy``) or from pageable host memory
     (which makes an async copy synchronous: Nsight's cuda_memcpy_async / cuda_memcpy_sync)."""
@@ -34,7 +35,8 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     rt = ctx.frames.host_of(Kind.RUNTIME)
     sync_launch = rt[name_mask(rt["name"], _SYNC_COPY)]
     launched_sync = pd.MultiIndex.from_arrays([m["rank"].to_numpy(), m["launch_id"].to_numpy()]).isin(
-        pd.MultiIndex.from_arrays([sync_launch["rank"].to_numpy(), sync_launch["event_id"].to_numpy()]))
+        pd.MultiIndex.from_arrays([sync_launch["rank"].to_numpy(), sync_launch["event_id"].to_numpy()])
+    )
     bad = m[pageable | launched_sync]
     wall = wall_ns(ctx.analysis) or 1
     host_blocked = float(sync_launch["dur_ns"].sum())
@@ -43,20 +45,37 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     if not len(bad) or pct < ctx.threshold("min_pct"):
         return []
     tr, ids = ranges(bad)
-    return [ctx.finding(
-        title=f"{len(bad)} synchronous or pageable copies ({pct:.1f}% of wall time)",
-        message=(f"{int(pageable.sum())} copies used pageable host memory and {int(launched_sync.sum())} were issued "
-                 f"by a blocking runtime call; the host waited {ms(host_blocked)}."),
-        metrics={"copies": metric(len(bad), "copies"), "pageable": metric(int(pageable.sum()), "copies"),
-                 "blocking": metric(int(launched_sync.sum()), "copies"), "cost_pct": metric(pct, "%")},
-        cost_ns=int(cost), time_ranges=tr, event_ids=ids, source_lines=lines_from(bad, "dur_ns"),
-        recommendation=("Pin host buffers (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with "
-                        "tensor.to(device, non_blocking=True); avoid .cpu()/.numpy() of device tensors in the loop."),
-    )]
+    return [
+        ctx.finding(
+            title=f"{len(bad)} synchronous or pageable copies ({pct:.1f}% of wall time)",
+            message=(
+                f"{int(pageable.sum())} copies used pageable host memory and {int(launched_sync.sum())} were issued "
+                f"by a blocking runtime call; the host waited {ms(host_blocked)}."
+            ),
+            metrics={
+                "copies": metric(len(bad), "copies"),
+                "pageable": metric(int(pageable.sum()), "copies"),
+                "blocking": metric(int(launched_sync.sum()), "copies"),
+                "cost_pct": metric(pct, "%"),
+            },
+            cost_ns=int(cost),
+            time_ranges=tr,
+            event_ids=ids,
+            source_lines=lines_from(bad, "dur_ns"),
+            recommendation=(
+                "Pin host buffers (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with "
+                "tensor.to(device, non_blocking=True); avoid .cpu()/.numpy() of device tensors in the loop."
+            ),
+        )
+    ]
 
 
-@rule("small_h2d", family="memory", title="Many small host-to-device copies",
-      thresholds={"max_bytes": (65_536, "bytes"), "min_per_step": (10.0, "copies/step")})
+@rule(
+    "small_h2d",
+    family="memory",
+    title="Many small host-to-device copies",
+    thresholds={"max_bytes": (65_536, "bytes"), "min_per_step": (10.0, "copies/step")},
+)
 def small_h2d(ctx: RuleContext) -> list[Finding]:
     """More than ``min_per_step`` host-to-device copies of at most ``max_bytes`` per step: each
     pays a fixed launch and DMA setup cost (Nsight skips copies <= 64 KB for the same reason)."""
@@ -71,21 +90,36 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
     ev = ctx.frames.launch_events
     launch_ns = float(ev.loc[ev["event_id"].isin(small["event_id"]), "launch_dur_ns"].sum())
     tr, ids = ranges(small)
-    return [ctx.finding(
-        title=f"{per_step:.0f} small host-to-device copies per step",
-        message=(f"{len(small)} H2D copies of <= {int(ctx.threshold('max_bytes'))} bytes (mean "
-                 f"{small['bytes'].mean():.0f} B) cost {ms(small['dur_ns'].sum())} on the device and {ms(launch_ns)} to launch."),
-        metrics={"copies_per_step": metric(per_step, "copies/step"), "mean_bytes": metric(float(small["bytes"].mean()), "bytes"),
-                 "device_ns": metric(int(small["dur_ns"].sum()), "ns")},
-        cost_ns=int(small["dur_ns"].sum() + launch_ns), time_ranges=tr, event_ids=ids,
-        source_lines=lines_from(small, "dur_ns"),
-        recommendation=("Batch the inputs into one tensor (collate on the host, one .to(device) per batch), keep "
-                        "constants on the device, and create small tensors directly on the device."),
-    )]
+    return [
+        ctx.finding(
+            title=f"{per_step:.0f} small host-to-device copies per step",
+            message=(
+                f"{len(small)} H2D copies of <= {int(ctx.threshold('max_bytes'))} bytes (mean "
+                f"{small['bytes'].mean():.0f} B) cost {ms(small['dur_ns'].sum())} on the device and {ms(launch_ns)} to launch."
+            ),
+            metrics={
+                "copies_per_step": metric(per_step, "copies/step"),
+                "mean_bytes": metric(float(small["bytes"].mean()), "bytes"),
+                "device_ns": metric(int(small["dur_ns"].sum()), "ns"),
+            },
+            cost_ns=int(small["dur_ns"].sum() + launch_ns),
+            time_ranges=tr,
+            event_ids=ids,
+            source_lines=lines_from(small, "dur_ns"),
+            recommendation=(
+                "Batch the inputs into one tensor (collate on the host, one .to(device) per batch), keep "
+                "constants on the device, and create small tensors directly on the device."
+            ),
+        )
+    ]
 
 
-@rule("memory_capacity", family="memory", title="Device memory near capacity",
-      thresholds={"max_peak_pct": (90.0, "% of device memory")})
+@rule(
+    "memory_capacity",
+    family="memory",
+    title="Device memory near capacity",
+    thresholds={"max_peak_pct": (90.0, "% of device memory")},
+)
 def memory_capacity(ctx: RuleContext) -> list[Finding]:
     """Peak reserved or allocated memory above ``max_peak_pct`` of the device's capacity
     (TensorBoard plugin threshold): one larger batch or fragmentation away from OOM."""
@@ -99,20 +133,33 @@ def memory_capacity(ctx: RuleContext) -> list[Finding]:
     worst = max(with_cap, key=lambda d: d["peak_pct"])
     if worst["peak_pct"] < ctx.threshold("max_peak_pct"):
         return []
-    return [ctx.finding(
-        title=f"Device {worst['device']} peaked at {worst['peak_pct']:.0f}% of its memory",
-        message=(f"Peak reserved {worst['peak_reserved_bytes'] / 2**30:.2f} GiB, allocated "
-                 f"{worst['peak_allocated_bytes'] / 2**30:.2f} GiB of {worst['capacity_bytes'] / 2**30:.2f} GiB."),
-        metrics={"peak_pct": metric(worst["peak_pct"], "%"), "peak_reserved_bytes": metric(worst["peak_reserved_bytes"], "bytes"),
-                 "capacity_bytes": metric(worst["capacity_bytes"], "bytes")},
-        source_lines=top_source_lines(ctx.analysis, "alloc_bytes"),
-        recommendation=("Lower peak memory: activation checkpointing, autocast to bf16/fp16, smaller micro-batches with "
-                        "gradient accumulation, or expandable_segments:True against fragmentation."),
-    )]
+    return [
+        ctx.finding(
+            title=f"Device {worst['device']} peaked at {worst['peak_pct']:.0f}% of its memory",
+            message=(
+                f"Peak reserved {worst['peak_reserved_bytes'] / 2**30:.2f} GiB, allocated "
+                f"{worst['peak_allocated_bytes'] / 2**30:.2f} GiB of {worst['capacity_bytes'] / 2**30:.2f} GiB."
+            ),
+            metrics={
+                "peak_pct": metric(worst["peak_pct"], "%"),
+                "peak_reserved_bytes": metric(worst["peak_reserved_bytes"], "bytes"),
+                "capacity_bytes": metric(worst["capacity_bytes"], "bytes"),
+            },
+            source_lines=top_source_lines(ctx.analysis, "alloc_bytes"),
+            recommendation=(
+                "Lower peak memory: activation checkpointing, autocast to bf16/fp16, smaller micro-batches with "
+                "gradient accumulation, or expandable_segments:True against fragmentation."
+            ),
+        )
+    ]
 
 
-@rule("alloc_churn", family="memory", title="Allocation churn",
-      thresholds={"min_allocs_per_step": (500.0, "allocs/step"), "min_churn_ratio": (5.0, "x peak per step")})
+@rule(
+    "alloc_churn",
+    family="memory",
+    title="Allocation churn",
+    thresholds={"min_allocs_per_step": (500.0, "allocs/step"), "min_churn_ratio": (5.0, "x peak per step")},
+)
 def alloc_churn(ctx: RuleContext) -> list[Finding]:
     """A step allocates more than ``min_allocs_per_step`` blocks totalling over ``min_churn_ratio``
     times the peak footprint: temporaries created and freed again and again."""
@@ -120,8 +167,12 @@ def alloc_churn(ctx: RuleContext) -> list[Finding]:
     devs = ms_.get("devices", [])
     if not devs:
         raise RuleSkipped("skipped: needs memory events (profile with profile_memory=True)")
-    bad = [d for d in devs if d["allocs_per_step"] >= ctx.threshold("min_allocs_per_step")
-           and (d.get("churn_ratio") or 0) >= ctx.threshold("min_churn_ratio")]
+    bad = [
+        d
+        for d in devs
+        if d["allocs_per_step"] >= ctx.threshold("min_allocs_per_step")
+        and (d.get("churn_ratio") or 0) >= ctx.threshold("min_churn_ratio")
+    ]
     if not bad:
         return []
     worst = max(bad, key=lambda d: d["alloc_bytes_per_step"])
@@ -132,18 +183,29 @@ def alloc_churn(ctx: RuleContext) -> list[Finding]:
     # that exist only to create temporaries); the page faults of fresh memory are not counted.
     host = ctx.frames.host
     made = allocs[allocs["op_id"].notna()]
-    alloc_ops = host[pd.MultiIndex.from_arrays([host["rank"].to_numpy(), host["event_id"].to_numpy()]).isin(
-        pd.MultiIndex.from_arrays([made["rank"].to_numpy(), made["op_id"].to_numpy(np.int64)]))]
-    return [ctx.finding(
-        title=f"{worst['allocs_per_step']:.0f} allocations per step on {where} ({worst['churn_ratio']:.0f}x the peak)",
-        message=(f"Each step allocates {worst['alloc_bytes_per_step'] / 2**20:.1f} MiB in {worst['allocs_per_step']:.0f} "
-                 f"blocks while the peak footprint is {worst['peak_allocated_bytes'] / 2**20:.1f} MiB."),
-        metrics={"allocs_per_step": metric(worst["allocs_per_step"], "allocs/step"),
-                 "alloc_bytes_per_step": metric(worst["alloc_bytes_per_step"], "bytes"),
-                 "churn_ratio": metric(worst["churn_ratio"], "x")},
-        cost_ns=int(alloc_ops["dur_ns"].sum()),
-        event_ids=[int(x) for x in allocs.nlargest(5, "bytes")["event_id"]],
-        source_lines=lines_from(allocs, allocs["bytes"].to_numpy(np.int64)),
-        recommendation=("Reuse buffers: preallocate outside the loop and write into them (out=, in-place ops), "
-                        "hoist constant tensors, and avoid creating temporaries per iteration."),
-    )]
+    alloc_ops = host[
+        pd.MultiIndex.from_arrays([host["rank"].to_numpy(), host["event_id"].to_numpy()]).isin(
+            pd.MultiIndex.from_arrays([made["rank"].to_numpy(), made["op_id"].to_numpy(np.int64)])
+        )
+    ]
+    return [
+        ctx.finding(
+            title=f"{worst['allocs_per_step']:.0f} allocations per step on {where} ({worst['churn_ratio']:.0f}x the peak)",
+            message=(
+                f"Each step allocates {worst['alloc_bytes_per_step'] / 2**20:.1f} MiB in {worst['allocs_per_step']:.0f} "
+                f"blocks while the peak footprint is {worst['peak_allocated_bytes'] / 2**20:.1f} MiB."
+            ),
+            metrics={
+                "allocs_per_step": metric(worst["allocs_per_step"], "allocs/step"),
+                "alloc_bytes_per_step": metric(worst["alloc_bytes_per_step"], "bytes"),
+                "churn_ratio": metric(worst["churn_ratio"], "x"),
+            },
+            cost_ns=int(alloc_ops["dur_ns"].sum()),
+            event_ids=[int(x) for x in allocs.nlargest(5, "bytes")["event_id"]],
+            source_lines=lines_from(allocs, allocs["bytes"].to_numpy(np.int64)),
+            recommendation=(
+                "Reuse buffers: preallocate outside the loop and write into them (out=, in-place ops), "
+                "hoist constant tensors, and avoid creating temporaries per iteration."
+            ),
+        )
+    ]

@@ -73,8 +73,16 @@ def _top_lines(events: pd.DataFrame, limit: int = 5) -> list[dict[str, Any]]:
     ev = events[events["src_line"] >= 0]
     if not len(ev):
         return []
-    g = ev.groupby(["src_file", "src_line", "src_func"], observed=True, dropna=False)["dur_ns"].sum().sort_values(ascending=False).head(limit)
-    return [{"file": str(f), "line": int(ln), "func": None if pd.isna(fn) else str(fn), "ns": int(ns)} for (f, ln, fn), ns in g.items()]
+    g = (
+        ev.groupby(["src_file", "src_line", "src_func"], observed=True, dropna=False)["dur_ns"]
+        .sum()
+        .sort_values(ascending=False)
+        .head(limit)
+    )
+    return [
+        {"file": str(f), "line": int(ln), "func": None if pd.isna(fn) else str(fn), "ns": int(ns)}
+        for (f, ln, fn), ns in g.items()
+    ]
 
 
 def _m(d: dict[str, Any], key: str) -> float | None:
@@ -82,8 +90,13 @@ def _m(d: dict[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-@rule("neuron_low_mfu", family=FAMILY, title="Low model FLOPs utilization on the Tensor engine",
-      thresholds={"min_mfu_pct": (30.0, "%")}, needs="a Neuron device profile with MFU (Summary) or Tensor-engine FLOPs")
+@rule(
+    "neuron_low_mfu",
+    family=FAMILY,
+    title="Low model FLOPs utilization on the Tensor engine",
+    thresholds={"min_mfu_pct": (30.0, "%")},
+    needs="a Neuron device profile with MFU (Summary) or Tensor-engine FLOPs",
+)
 def low_mfu(ctx: RuleContext) -> list[Finding]:
     """MFU (useful matmul FLOPs / Tensor-engine peak over the run) below the threshold."""
     out = []
@@ -95,27 +108,42 @@ def low_mfu(ctx: RuleContext) -> list[Finding]:
         if mfu >= limit:
             continue
         metrics = {"mfu_pct": metric(mfu, "%"), "total_time_ns": metric(int(total), "ns")}
-        for key, name in (("hfu_estimated_pct", "hfu_pct"), ("mfu_max_achievable_estimated_pct", "mfu_max_achievable_pct"),
-                          ("dma_active_time_pct", "dma_active_pct"), ("tensor_engine_active_time_pct", "tensor_active_pct")):
+        for key, name in (
+            ("hfu_estimated_pct", "hfu_pct"),
+            ("mfu_max_achievable_estimated_pct", "mfu_max_achievable_pct"),
+            ("dma_active_time_pct", "dma_active_pct"),
+            ("tensor_engine_active_time_pct", "tensor_active_pct"),
+        ):
             v = _m(d, key)
             if v is not None:
                 metrics[name] = metric(v, "%")
         dma = _m(d, "dma_active_time_pct") or 0.0
-        hint = ("The DMA queues are busy most of the run: the matmuls wait for data; see neuron_dma_bound."
-                if dma >= 70 else "Make matmuls larger (batch, sequence, fused projections) and keep the Tensor engine fed.")
-        out.append(ctx.finding(
-            title=f"NeuronCore {d['device']}: MFU {mfu:.1f}% (below {limit:.0f}%)",
-            message=f"The Tensor engine did useful matmul work for {mfu:.1f}% of its peak over the profiled run.",
-            metrics=metrics, cost_ns=int(total * max(0.0, 1 - mfu / limit)),
-            recommendation=hint,
-        ))
+        hint = (
+            "The DMA queues are busy most of the run: the matmuls wait for data; see neuron_dma_bound."
+            if dma >= 70
+            else "Make matmuls larger (batch, sequence, fused projections) and keep the Tensor engine fed."
+        )
+        out.append(
+            ctx.finding(
+                title=f"NeuronCore {d['device']}: MFU {mfu:.1f}% (below {limit:.0f}%)",
+                message=f"The Tensor engine did useful matmul work for {mfu:.1f}% of its peak over the profiled run.",
+                metrics=metrics,
+                cost_ns=int(total * max(0.0, 1 - mfu / limit)),
+                recommendation=hint,
+            )
+        )
     if not out and not any(_m(d, "mfu_estimated_pct") is not None for d in _devices(ctx)):
         raise RuleSkipped("needs MFU (the profile's Summary table)")
     return out
 
 
-@rule("neuron_engine_bottleneck", family=FAMILY, title="One NeuronCore engine is the bottleneck while the others idle",
-      thresholds={"busy_pct": (70.0, "%"), "others_max_pct": (30.0, "%")}, needs="a Neuron device profile with engine activity")
+@rule(
+    "neuron_engine_bottleneck",
+    family=FAMILY,
+    title="One NeuronCore engine is the bottleneck while the others idle",
+    thresholds={"busy_pct": (70.0, "%"), "others_max_pct": (30.0, "%")},
+    needs="a Neuron device profile with engine activity",
+)
 def engine_bottleneck(ctx: RuleContext) -> list[Finding]:
     """The busiest engine is active above ``busy_pct`` of the run while every other engine is
     active below ``others_max_pct``: work is serialized on one engine."""
@@ -133,18 +161,24 @@ def engine_bottleneck(ctx: RuleContext) -> list[Finding]:
         total = _m(d, "total_time_ns") or 0
         top_ns = int(total * pct[top] / 100)
         second_ns = int(total * max(others.values()) / 100)
-        mine = events[(events["device"] == d["device"]) & (events["local_stream"] == ENGINES.index(top)) & (events["kind"] == Kind.KERNEL)]
+        mine = events[
+            (events["device"] == d["device"])
+            & (events["local_stream"] == ENGINES.index(top))
+            & (events["kind"] == Kind.KERNEL)
+        ]
         by_op = mine.groupby("name", observed=True)["dur_ns"].sum().sort_values(ascending=False).head(3)
         ops = ", ".join(f"{n} ({ns / 1e6:.2f} ms)" for n, ns in by_op.items())
-        out.append(ctx.finding(
-            title=f"NeuronCore {d['device']}: {top} engine busy {pct[top]:.0f}% while the others are at most {max(others.values()):.0f}%",
-            message=f"The {top} engine runs most of the time and the other engines mostly wait on it. Top instructions: {ops or '-'}.",
-            metrics={f"{e.lower()}_active_pct": metric(v, "%") for e, v in pct.items()},
-            cost_ns=max(top_ns - second_ns, 0),
-            event_ids=mine.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
-            source_lines=_top_lines(mine),
-            recommendation=_ENGINE_ADVICE.get(top, "Spread the work across engines."),
-        ))
+        out.append(
+            ctx.finding(
+                title=f"NeuronCore {d['device']}: {top} engine busy {pct[top]:.0f}% while the others are at most {max(others.values()):.0f}%",
+                message=f"The {top} engine runs most of the time and the other engines mostly wait on it. Top instructions: {ops or '-'}.",
+                metrics={f"{e.lower()}_active_pct": metric(v, "%") for e, v in pct.items()},
+                cost_ns=max(top_ns - second_ns, 0),
+                event_ids=mine.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
+                source_lines=_top_lines(mine),
+                recommendation=_ENGINE_ADVICE.get(top, "Spread the work across engines."),
+            )
+        )
     return out
 
 
@@ -157,9 +191,18 @@ _ENGINE_ADVICE = {
 }
 
 
-@rule("neuron_dma_bound", family=FAMILY, title="DMA-bound phases: data movement while the engines wait",
-      thresholds={"dma_busy_pct": (80.0, "%"), "engine_max_pct": (40.0, "%"), "min_share_pct": (20.0, "%"), "bins": (200, "bins")},
-      needs="a Neuron device profile with DMA and engine activity")
+@rule(
+    "neuron_dma_bound",
+    family=FAMILY,
+    title="DMA-bound phases: data movement while the engines wait",
+    thresholds={
+        "dma_busy_pct": (80.0, "%"),
+        "engine_max_pct": (40.0, "%"),
+        "min_share_pct": (20.0, "%"),
+        "bins": (200, "bins"),
+    },
+    needs="a Neuron device profile with DMA and engine activity",
+)
 def dma_bound(ctx: RuleContext) -> list[Finding]:
     """Time bins where DMA queues are busy above ``dma_busy_pct`` while the busiest engine is
     below ``engine_max_pct``; reported when they cover ``min_share_pct`` of the run."""
@@ -190,18 +233,28 @@ def dma_bound(ctx: RuleContext) -> list[Finding]:
             continue
         ranges = _runs(edges, bound)
         lost = int(np.sum(width[bound] * (1 - eng_busy[bound])))
-        out.append(ctx.finding(
-            title=f"NeuronCore {int(device)}: DMA-bound for {share:.0f}% of the run",
-            message=(f"In {len(ranges)} phase(s) covering {share:.0f}% of the device timeline the DMA queues are busy "
-                     f"(mean {100 * dma_busy[bound].mean():.0f}%) while the busiest engine averages {100 * eng_busy[bound].mean():.0f}%."),
-            metrics={"dma_bound_share_pct": metric(share, "%"), "dma_busy_pct": metric(100 * float(dma_busy[bound].mean()), "%"),
-                     "engine_busy_pct": metric(100 * float(eng_busy[bound].mean()), "%"),
-                     "dma_bytes": metric(int(dma["bytes"].clip(lower=0).sum()), "bytes")},
-            cost_ns=lost, time_ranges=ranges[:20],
-            event_ids=dma.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
-            recommendation=("Move less data per step: keep weights and activations resident in SBUF (larger tiles, fused ops), "
-                            "avoid spills, use bf16/fp8, and overlap loads with compute (prefetch the next tile)."),
-        ))
+        out.append(
+            ctx.finding(
+                title=f"NeuronCore {int(device)}: DMA-bound for {share:.0f}% of the run",
+                message=(
+                    f"In {len(ranges)} phase(s) covering {share:.0f}% of the device timeline the DMA queues are busy "
+                    f"(mean {100 * dma_busy[bound].mean():.0f}%) while the busiest engine averages {100 * eng_busy[bound].mean():.0f}%."
+                ),
+                metrics={
+                    "dma_bound_share_pct": metric(share, "%"),
+                    "dma_busy_pct": metric(100 * float(dma_busy[bound].mean()), "%"),
+                    "engine_busy_pct": metric(100 * float(eng_busy[bound].mean()), "%"),
+                    "dma_bytes": metric(int(dma["bytes"].clip(lower=0).sum()), "bytes"),
+                },
+                cost_ns=lost,
+                time_ranges=ranges[:20],
+                event_ids=dma.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
+                recommendation=(
+                    "Move less data per step: keep weights and activations resident in SBUF (larger tiles, fused ops), "
+                    "avoid spills, use bf16/fp8, and overlap loads with compute (prefetch the next tile)."
+                ),
+            )
+        )
     return out
 
 
@@ -214,8 +267,13 @@ def _runs(edges: np.ndarray, mask: np.ndarray) -> list[list[int]]:
     return [[int(edges[s]), int(edges[e])] for s, e in zip(starts, ends)]
 
 
-@rule("neuron_small_dma", family=FAMILY, title="Many small DMA transfers",
-      thresholds={"small_bytes": (32768, "bytes"), "min_share_pct": (25.0, "%")}, needs="a Neuron device profile with DMA transfers")
+@rule(
+    "neuron_small_dma",
+    family=FAMILY,
+    title="Many small DMA transfers",
+    thresholds={"small_bytes": (32768, "bytes"), "min_share_pct": (25.0, "%")},
+    needs="a Neuron device profile with DMA transfers",
+)
 def small_dma(ctx: RuleContext) -> list[Finding]:
     """More than ``min_share_pct`` of DMA transfers move fewer than ``small_bytes`` bytes: each
     transfer pays a fixed descriptor cost, so small ones waste DMA bandwidth."""
@@ -229,22 +287,32 @@ def small_dma(ctx: RuleContext) -> list[Finding]:
         if share < ctx.threshold("min_share_pct"):
             continue
         queues = small.groupby("name", observed=True).size().sort_values(ascending=False).head(3)
-        out.append(ctx.finding(
-            title=f"NeuronCore {int(device)}: {share:.0f}% of DMA transfers are under {int(ctx.threshold('small_bytes')):,} bytes",
-            message=f"{len(small):,} of {len(ev):,} transfers are small (median {int(small['bytes'].median()):,} bytes); busiest: "
-                    + ", ".join(f"{q} ({n})" for q, n in queues.items()),
-            metrics={"small_transfer_share_pct": metric(share, "%"), "small_transfers": metric(len(small)),
-                     "median_small_bytes": metric(int(small["bytes"].median()), "bytes"),
-                     "mean_transfer_bytes": metric(float(ev["bytes"].mean()), "bytes")},
-            cost_ns=int(small["dur_ns"].sum() // 2),
-            event_ids=small.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
-            recommendation="Coalesce transfers: use contiguous layouts and larger tiles so each DMA moves at least tens of KiB.",
-        ))
+        out.append(
+            ctx.finding(
+                title=f"NeuronCore {int(device)}: {share:.0f}% of DMA transfers are under {int(ctx.threshold('small_bytes')):,} bytes",
+                message=f"{len(small):,} of {len(ev):,} transfers are small (median {int(small['bytes'].median()):,} bytes); busiest: "
+                + ", ".join(f"{q} ({n})" for q, n in queues.items()),
+                metrics={
+                    "small_transfer_share_pct": metric(share, "%"),
+                    "small_transfers": metric(len(small)),
+                    "median_small_bytes": metric(int(small["bytes"].median()), "bytes"),
+                    "mean_transfer_bytes": metric(float(ev["bytes"].mean()), "bytes"),
+                },
+                cost_ns=int(small["dur_ns"].sum() // 2),
+                event_ids=small.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
+                recommendation="Coalesce transfers: use contiguous layouts and larger tiles so each DMA moves at least tens of KiB.",
+            )
+        )
     return out
 
 
-@rule("neuron_spill_reload", family=FAMILY, title="SBUF spill/reload traffic above 25% of HBM reads",
-      thresholds={"max_reload_share_pct": (25.0, "%")}, needs="spill_reload_bytes and hbm_read_bytes (Summary or Instruction table)")
+@rule(
+    "neuron_spill_reload",
+    family=FAMILY,
+    title="SBUF spill/reload traffic above 25% of HBM reads",
+    thresholds={"max_reload_share_pct": (25.0, "%")},
+    needs="spill_reload_bytes and hbm_read_bytes (Summary or Instruction table)",
+)
 def spill_reload(ctx: RuleContext) -> list[Finding]:
     """Reloads of spilled tensors exceed ``max_reload_share_pct`` of all bytes read from HBM."""
     events = _neuron_events(ctx)
@@ -260,22 +328,34 @@ def spill_reload(ctx: RuleContext) -> list[Finding]:
         mine = events[(events["device"] == d["device"]) & (events["kind"] == Kind.MEMCPY)]
         spill_ev = mine[mine["name"].astype(str).str.contains("spill|reload", case=False, regex=True)]
         cost = int(spill_ev["dur_ns"].sum()) if len(spill_ev) else int((_m(d, "dma_active_time_ns") or 0) * share / 100)
-        out.append(ctx.finding(
-            title=f"NeuronCore {d['device']}: spill reloads are {share:.0f}% of HBM reads",
-            message=f"{int(reload):,} bytes of spilled intermediates were reloaded into SBUF, out of {int(reads):,} bytes read from HBM.",
-            metrics={"spill_reload_share_pct": metric(share, "%"), "spill_reload_bytes": metric(int(reload), "bytes"),
-                     "hbm_read_bytes": metric(int(reads), "bytes"), "spill_save_bytes": metric(int(_m(d, "spill_save_bytes") or 0), "bytes")},
-            cost_ns=cost, event_ids=spill_ev.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
-            recommendation="The working set does not fit in SBUF: use smaller tiles or micro-batches, recompute instead of storing "
-                           "activations, or split the layer so intermediates stay on chip.",
-        ))
+        out.append(
+            ctx.finding(
+                title=f"NeuronCore {d['device']}: spill reloads are {share:.0f}% of HBM reads",
+                message=f"{int(reload):,} bytes of spilled intermediates were reloaded into SBUF, out of {int(reads):,} bytes read from HBM.",
+                metrics={
+                    "spill_reload_share_pct": metric(share, "%"),
+                    "spill_reload_bytes": metric(int(reload), "bytes"),
+                    "hbm_read_bytes": metric(int(reads), "bytes"),
+                    "spill_save_bytes": metric(int(_m(d, "spill_save_bytes") or 0), "bytes"),
+                },
+                cost_ns=cost,
+                event_ids=spill_ev.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
+                recommendation="The working set does not fit in SBUF: use smaller tiles or micro-batches, recompute instead of storing "
+                "activations, or split the layer so intermediates stay on chip.",
+            )
+        )
     if not seen:
         raise RuleSkipped("needs spill_reload_bytes and hbm_read_bytes")
     return out
 
 
-@rule("neuron_exposed_collectives", family=FAMILY, title="Collectives not overlapped with compute",
-      thresholds={"min_exposed_pct": (10.0, "%")}, needs="collective events in a Neuron device profile")
+@rule(
+    "neuron_exposed_collectives",
+    family=FAMILY,
+    title="Collectives not overlapped with compute",
+    thresholds={"min_exposed_pct": (10.0, "%")},
+    needs="collective events in a Neuron device profile",
+)
 def exposed_collectives(ctx: RuleContext) -> list[Finding]:
     """Collective time during which no engine computes, above ``min_exposed_pct`` of the run."""
     events = _neuron_events(ctx)
@@ -297,20 +377,32 @@ def exposed_collectives(ctx: RuleContext) -> list[Finding]:
         pct = 100.0 * exposed / max(span, 1)
         if pct < ctx.threshold("min_exposed_pct"):
             continue
-        out.append(ctx.finding(
-            title=f"NeuronCore {int(device)}: {exposed / 1e6:.2f} ms of collectives with no compute running ({pct:.0f}% of the run)",
-            message=f"{len(cc)} collective operations took {cc_ns / 1e6:.2f} ms; {exposed / 1e6:.2f} ms of it overlapped no engine work.",
-            metrics={"exposed_ns": metric(exposed, "ns"), "collective_ns": metric(cc_ns, "ns"), "exposed_pct": metric(pct, "%")},
-            cost_ns=exposed, time_ranges=[[int(s), int(e)] for s, e in zip(*cu)][:20],
-            event_ids=cc.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
-            recommendation="Overlap communication with compute: bucket gradients, start all-reduces as soon as a layer's "
-                           "gradients are ready, or use sequence/tensor parallel layouts that need fewer blocking collectives.",
-        ))
+        out.append(
+            ctx.finding(
+                title=f"NeuronCore {int(device)}: {exposed / 1e6:.2f} ms of collectives with no compute running ({pct:.0f}% of the run)",
+                message=f"{len(cc)} collective operations took {cc_ns / 1e6:.2f} ms; {exposed / 1e6:.2f} ms of it overlapped no engine work.",
+                metrics={
+                    "exposed_ns": metric(exposed, "ns"),
+                    "collective_ns": metric(cc_ns, "ns"),
+                    "exposed_pct": metric(pct, "%"),
+                },
+                cost_ns=exposed,
+                time_ranges=[[int(s), int(e)] for s, e in zip(*cu)][:20],
+                event_ids=cc.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
+                recommendation="Overlap communication with compute: bucket gradients, start all-reduces as soon as a layer's "
+                "gradients are ready, or use sequence/tensor parallel layouts that need fewer blocking collectives.",
+            )
+        )
     return out
 
 
-@rule("neuron_transpose_matmul", family=FAMILY, title="Tensor engine spends its FLOPs on transposes",
-      thresholds={"max_transpose_share_pct": (15.0, "%")}, needs="transpose_flops and hardware_flops (Summary or Instruction table)")
+@rule(
+    "neuron_transpose_matmul",
+    family=FAMILY,
+    title="Tensor engine spends its FLOPs on transposes",
+    thresholds={"max_transpose_share_pct": (15.0, "%")},
+    needs="transpose_flops and hardware_flops (Summary or Instruction table)",
+)
 def transpose_matmul(ctx: RuleContext) -> list[Finding]:
     """Transposes (matmuls the compiler inserts to fix layouts) exceed ``max_transpose_share_pct``
     of the Tensor engine's FLOPs."""
@@ -324,14 +416,20 @@ def transpose_matmul(ctx: RuleContext) -> list[Finding]:
         if share <= ctx.threshold("max_transpose_share_pct"):
             continue
         tensor_ns = _m(d, "tensor_engine_active_time_ns") or 0
-        out.append(ctx.finding(
-            title=f"NeuronCore {d['device']}: {share:.0f}% of Tensor-engine FLOPs are transposes",
-            message=f"{int(tr):,} of {int(hw):,} Tensor-engine FLOPs move data between layouts instead of computing.",
-            metrics={"transpose_share_pct": metric(share, "%"), "transpose_flops": metric(int(tr), "flop"), "hardware_flops": metric(int(hw), "flop")},
-            cost_ns=int(tensor_ns * share / 100),
-            recommendation="Keep tensors in the layout the matmul wants: avoid .t()/permute before matmuls, pre-transpose weights "
-                           "once, and check the compiler's layout choices (HLO transposes around dot ops).",
-        ))
+        out.append(
+            ctx.finding(
+                title=f"NeuronCore {d['device']}: {share:.0f}% of Tensor-engine FLOPs are transposes",
+                message=f"{int(tr):,} of {int(hw):,} Tensor-engine FLOPs move data between layouts instead of computing.",
+                metrics={
+                    "transpose_share_pct": metric(share, "%"),
+                    "transpose_flops": metric(int(tr), "flop"),
+                    "hardware_flops": metric(int(hw), "flop"),
+                },
+                cost_ns=int(tensor_ns * share / 100),
+                recommendation="Keep tensors in the layout the matmul wants: avoid .t()/permute before matmuls, pre-transpose weights "
+                "once, and check the compiler's layout choices (HLO transposes around dot ops).",
+            )
+        )
     if not seen:
         raise RuleSkipped("needs transpose_flops and hardware_flops")
     return out

@@ -12,8 +12,12 @@ from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, r
 from neuron_explorer.trace.schema import Kind
 
 
-@rule("unfused_optimizer", family="optimizer", title="Unfused optimizer step",
-      thresholds={"min_ops_per_step": (50.0, "ops/optimizer step")})
+@rule(
+    "unfused_optimizer",
+    family="optimizer",
+    title="Unfused optimizer step",
+    thresholds={"min_ops_per_step": (50.0, "ops/optimizer step")},
+)
 def unfused_optimizer(ctx: RuleContext) -> list[Finding]:
     """``optimizer.step()`` runs one small op per parameter tensor (more than ``min_ops_per_step``
     per step and no ``_foreach_``/``_fused_`` op): the for-loop implementation."""
@@ -22,10 +26,12 @@ def unfused_optimizer(ctx: RuleContext) -> list[Finding]:
     if not len(steps):
         raise RuleSkipped("skipped: needs optimizer step annotations (Optimizer.step#...)")
     ops = host[(host["kind"] == Kind.CPU_OP).to_numpy()]
-    wr, ws, we = merge_windows(steps["rank"].to_numpy(), steps["start_ns"].to_numpy(),
-                               (steps["start_ns"] + steps["dur_ns"]).to_numpy())
-    rows, _, _, _ = clip_to_windows(ops["rank"].to_numpy(), ops["start_ns"].to_numpy(),
-                                    (ops["start_ns"] + ops["dur_ns"]).to_numpy(), wr, ws, we)
+    wr, ws, we = merge_windows(
+        steps["rank"].to_numpy(), steps["start_ns"].to_numpy(), (steps["start_ns"] + steps["dur_ns"]).to_numpy()
+    )
+    rows, _, _, _ = clip_to_windows(
+        ops["rank"].to_numpy(), ops["start_ns"].to_numpy(), (ops["start_ns"] + ops["dur_ns"]).to_numpy(), wr, ws, we
+    )
     inside = ops.iloc[np.unique(rows)]
     fused = bool(name_mask(inside["name"], "_foreach_|_fused_").any())
     ids = set(inside["event_id"].tolist())
@@ -36,12 +42,21 @@ def unfused_optimizer(ctx: RuleContext) -> list[Finding]:
     opt = str(steps["name"].iloc[0]).split("#")[-1]
     opt_ns = float(steps["dur_ns"].sum())
     tr, eids = ranges(steps)
-    return [ctx.finding(
-        title=f"{opt}: {per_step:.0f} per-parameter ops per optimizer step",
-        message=(f"{len(steps)} optimizer steps took {ms(opt_ns)} ({ms(opt_ns / len(steps))} each), issuing one small "
-                 f"op per parameter tensor ({', '.join(top['name'].astype(str).value_counts().head(3).index)})."),
-        metrics={"ops_per_step": metric(per_step, "ops/step"), "optimizer_ns": metric(int(opt_ns), "ns")},
-        cost_ns=int(opt_ns * 0.5), time_ranges=tr, event_ids=eids, source_lines=lines_from(steps, "dur_ns"),
-        recommendation=(f"Construct the optimizer with foreach=True (multi-tensor) or fused=True (one kernel), "
-                        f"e.g. torch.optim.{opt}(params, ..., fused=True) on CUDA."),
-    )]
+    return [
+        ctx.finding(
+            title=f"{opt}: {per_step:.0f} per-parameter ops per optimizer step",
+            message=(
+                f"{len(steps)} optimizer steps took {ms(opt_ns)} ({ms(opt_ns / len(steps))} each), issuing one small "
+                f"op per parameter tensor ({', '.join(top['name'].astype(str).value_counts().head(3).index)})."
+            ),
+            metrics={"ops_per_step": metric(per_step, "ops/step"), "optimizer_ns": metric(int(opt_ns), "ns")},
+            cost_ns=int(opt_ns * 0.5),
+            time_ranges=tr,
+            event_ids=eids,
+            source_lines=lines_from(steps, "dur_ns"),
+            recommendation=(
+                f"Construct the optimizer with foreach=True (multi-tensor) or fused=True (one kernel), "
+                f"e.g. torch.optim.{opt}(params, ..., fused=True) on CUDA."
+            ),
+        )
+    ]

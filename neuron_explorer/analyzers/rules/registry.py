@@ -84,7 +84,9 @@ class RuleContext:
 
     def threshold_dict(self, *names: str) -> dict[str, dict[str, Any]]:
         """The thresholds used, as a finding carries them (``{name: {value, unit}}``)."""
-        return {n: {"value": self.threshold(n), "unit": self.rule.thresholds[n][1]} for n in (names or self.rule.thresholds)}
+        return {
+            n: {"value": self.threshold(n), "unit": self.rule.thresholds[n][1]} for n in (names or self.rule.thresholds)
+        }
 
     def finding(self, **kwargs: Any) -> Finding:
         """A Finding of this rule, with its id, default severity and thresholds filled in."""

@@ -18,8 +18,12 @@ def _real_steps(ctx: RuleContext, minimum: int) -> pd.DataFrame:
     return s
 
 
-@rule("step_variance", family="steps", title="Step time variance and outlier steps",
-      thresholds={"max_cv_pct": (25.0, "%"), "min_steady_steps": (4, "steps"), "min_spread_ns": (5_000_000, "ns")})
+@rule(
+    "step_variance",
+    family="steps",
+    title="Step time variance and outlier steps",
+    thresholds={"max_cv_pct": (25.0, "%"), "min_steady_steps": (4, "steps"), "min_spread_ns": (5_000_000, "ns")},
+)
 def step_variance(ctx: RuleContext) -> list[Finding]:
     """Steady-state step times vary by more than ``max_cv_pct`` (coefficient of variation; warning)
     or some steps are outliers (over 3 robust standard deviations and 25% from the median; info);
@@ -29,7 +33,9 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
     stats = ctx.analysis.step_stats
     n_steady = int((~s["is_warmup"]).sum())
     if n_steady < ctx.threshold("min_steady_steps"):
-        raise RuleSkipped(f"skipped: needs at least {int(ctx.threshold('min_steady_steps'))} steady steps, found {n_steady}")
+        raise RuleSkipped(
+            f"skipped: needs at least {int(ctx.threshold('min_steady_steps'))} steady steps, found {n_steady}"
+        )
     cv = float(stats.get("cv_pct", 0.0))
     med = float(stats["p50_ns"])
     out = s[s["is_outlier"]]
@@ -39,27 +45,42 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
     if not varies and (not len(out) or extra < ctx.threshold("min_spread_ns")):
         return []
     steady = s[~s["is_warmup"]]
-    return [ctx.finding(
-        severity="warning" if varies else "info",
-        title=f"Step time varies {cv:.0f}% ({len(out)} outlier step(s))",
-        message=(f"Steady steps: p50 {ms(med)}, p95 {ms(stats['p95_ns'])}, max {ms(steady['dur_ns'].max())}; "
-                 f"outliers: {', '.join(f'step {int(r.step)} ({r.dev_from_median_pct:+.0f}%)' for r in out.itertuples()) or 'none'}."),
-        metrics={"cv_pct": metric(cv, "%"), "p50_ns": metric(med, "ns"), "p95_ns": metric(stats["p95_ns"], "ns"),
-                 "outlier_steps": metric(len(out), "steps")},
-        cost_ns=int(extra),
-        time_ranges=[[int(r.start_ns), int(r.end_ns)] for r in out.itertuples()],
-        event_ids=[int(x) for x in out["event_id"] if x >= 0],
-        recommendation=("Compare an outlier step with a median one (neuron-explorer report / tui): look for "
-                        "garbage collection, checkpointing, logging or data-loading spikes, recompilation or "
-                        "allocator cache flushes in the slow steps; make periodic work asynchronous."),
-    )]
+    return [
+        ctx.finding(
+            severity="warning" if varies else "info",
+            title=f"Step time varies {cv:.0f}% ({len(out)} outlier step(s))",
+            message=(
+                f"Steady steps: p50 {ms(med)}, p95 {ms(stats['p95_ns'])}, max {ms(steady['dur_ns'].max())}; "
+                f"outliers: {', '.join(f'step {int(r.step)} ({r.dev_from_median_pct:+.0f}%)' for r in out.itertuples()) or 'none'}."
+            ),
+            metrics={
+                "cv_pct": metric(cv, "%"),
+                "p50_ns": metric(med, "ns"),
+                "p95_ns": metric(stats["p95_ns"], "ns"),
+                "outlier_steps": metric(len(out), "steps"),
+            },
+            cost_ns=int(extra),
+            time_ranges=[[int(r.start_ns), int(r.end_ns)] for r in out.itertuples()],
+            event_ids=[int(x) for x in out["event_id"] if x >= 0],
+            recommendation=(
+                "Compare an outlier step with a median one (neuron-explorer report / tui): look for "
+                "garbage collection, checkpointing, logging or data-loading spikes, recompilation or "
+                "allocator cache flushes in the slow steps; make periodic work asynchronous."
+            ),
+        )
+    ]
 
 
 _COMPILE_NAMES = r"TorchDynamo|Torch-Compiled Region|CompiledFunction|torch/_dynamo|torch/_inductor|compile_fx|_compile"
 
 
-@rule("warmup_cost", family="steps", title="Warm-up / compilation cost",
-      thresholds={"min_pct": (5.0, "% of wall"), "min_extra_ns": (50_000_000, "ns")}, severity="info")
+@rule(
+    "warmup_cost",
+    family="steps",
+    title="Warm-up / compilation cost",
+    thresholds={"min_pct": (5.0, "% of wall"), "min_extra_ns": (50_000_000, "ns")},
+    severity="info",
+)
 def warmup_cost(ctx: RuleContext) -> list[Finding]:
     """The first steps (warm-up: allocator growth, cuDNN autotuning, lazy init, compilation) cost
     more than ``min_pct`` of the profiled time and ``min_extra_ns`` beyond what steady steps would
@@ -76,23 +97,31 @@ def warmup_cost(ctx: RuleContext) -> list[Finding]:
     host = ctx.frames.host
     in_warm = host["step"].isin(warm["step"]).to_numpy()
     compiling = host[in_warm & name_mask(host["name"], _COMPILE_NAMES)]
-    return [ctx.finding(
-        title=f"Warm-up step(s) cost {ms(extra)} extra ({pct:.0f}% of profiled time)",
-        message=(f"Step(s) {', '.join(str(int(x)) for x in warm['step'])} took "
-                 f"{', '.join(ms(x) for x in warm['dur_ns'])} against a steady median of {ms(med)}"
-                 + (f"; {len(compiling)} compilation events ran in them." if len(compiling) else ".")),
-        metrics={"warmup_extra_ns": metric(int(extra), "ns"), "warmup_pct": metric(pct, "%"),
-                 "warmup_steps": metric(len(warm), "steps")},
-        cost_ns=int(extra),
-        time_ranges=[[int(r.start_ns), int(r.end_ns)] for r in warm.itertuples()],
-        recommendation=("Exclude warm-up from measurements (profiler schedule with warmup>=1) and, for long runs, "
-                        "cut it: cache compiled artifacts (TORCHINDUCTOR_FX_GRAPH_CACHE), mark dynamic shapes, "
-                        "set torch.backends.cudnn.benchmark only for fixed shapes."),
-    )]
+    return [
+        ctx.finding(
+            title=f"Warm-up step(s) cost {ms(extra)} extra ({pct:.0f}% of profiled time)",
+            message=(
+                f"Step(s) {', '.join(str(int(x)) for x in warm['step'])} took "
+                f"{', '.join(ms(x) for x in warm['dur_ns'])} against a steady median of {ms(med)}"
+                + (f"; {len(compiling)} compilation events ran in them." if len(compiling) else ".")
+            ),
+            metrics={
+                "warmup_extra_ns": metric(int(extra), "ns"),
+                "warmup_pct": metric(pct, "%"),
+                "warmup_steps": metric(len(warm), "steps"),
+            },
+            cost_ns=int(extra),
+            time_ranges=[[int(r.start_ns), int(r.end_ns)] for r in warm.itertuples()],
+            recommendation=(
+                "Exclude warm-up from measurements (profiler schedule with warmup>=1) and, for long runs, "
+                "cut it: cache compiled artifacts (TORCHINDUCTOR_FX_GRAPH_CACHE), mark dynamic shapes, "
+                "set torch.backends.cudnn.benchmark only for fixed shapes."
+            ),
+        )
+    ]
 
 
-@rule("stragglers", family="steps", title="Straggler ranks",
-      thresholds={"min_slowdown_pct": (10.0, "%")})
+@rule("stragglers", family="steps", title="Straggler ranks", thresholds={"min_slowdown_pct": (10.0, "%")})
 def stragglers(ctx: RuleContext) -> list[Finding]:
     """A rank whose busy device time (or step time) per step is more than ``min_slowdown_pct`` above
     the median of all ranks: the others wait for it at every collective."""
@@ -107,13 +136,23 @@ def stragglers(ctx: RuleContext) -> list[Finding]:
         return []
     worst = int(slow.idxmax())
     pct = 100.0 * (float(slow.max()) - med) / med
-    return [ctx.finding(
-        title=f"Rank {worst} is a straggler: {pct:.0f}% more work per step than the median rank",
-        message=(f"Ranks {', '.join(str(int(r)) for r in slow.index)} spend more non-communication time per step "
-                 f"than the median ({ms(med)}); the other ranks wait for them in collectives."),
-        metrics={"slowdown_pct": metric(pct, "%"), "median_busy_ns": metric(med, "ns"),
-                 "straggler_busy_ns": metric(float(slow.max()), "ns")},
-        cost_ns=int((slow - med).sum()), rank=worst,
-        recommendation=("Balance the work: check data sharding (uneven sequence lengths / batch sizes), host "
-                        "contention on the slow rank's machine, thermal throttling, or a slower link."),
-    )]
+    return [
+        ctx.finding(
+            title=f"Rank {worst} is a straggler: {pct:.0f}% more work per step than the median rank",
+            message=(
+                f"Ranks {', '.join(str(int(r)) for r in slow.index)} spend more non-communication time per step "
+                f"than the median ({ms(med)}); the other ranks wait for them in collectives."
+            ),
+            metrics={
+                "slowdown_pct": metric(pct, "%"),
+                "median_busy_ns": metric(med, "ns"),
+                "straggler_busy_ns": metric(float(slow.max()), "ns"),
+            },
+            cost_ns=int((slow - med).sum()),
+            rank=worst,
+            recommendation=(
+                "Balance the work: check data sharding (uneven sequence lengths / batch sizes), host "
+                "contention on the slow rank's machine, thermal throttling, or a slower link."
+            ),
+        )
+    ]

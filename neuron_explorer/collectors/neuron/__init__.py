@@ -101,7 +101,9 @@ def read_device_profile(path: str | Path) -> list[DeviceProfile]:
         raws = [p.name for p in path.rglob("*") if p.suffix in _RAW_SUFFIXES] if path.is_dir() else []
         hint = (
             f" (found raw capture files such as {raws[0]}: export them first with "
-            "`neuron-explorer view ... --output-format parquet`)" if raws else ""
+            "`neuron-explorer view ... --output-format parquet`)"
+            if raws
+            else ""
         )
         raise TraceFormatError(f"no Neuron device profile (Parquet export or neuron-profile JSON) here{hint}", path)
     if system is not None:

@@ -77,6 +77,11 @@ def align(profile: DeviceProfile) -> Alignment:
         offsets = host["start_ns"].to_numpy(np.int64)[:n] - dev[:n]
         return Alignment("nc_exec_running", dev[:n], offsets, n, note)
     if profile.wall_origin_ns is not None:
-        return Alignment("first_ts", np.zeros(1, np.int64), np.array([profile.wall_origin_ns], np.int64), 0,
-                         "Metadata first_ts wall clock (approximate)")
+        return Alignment(
+            "first_ts",
+            np.zeros(1, np.int64),
+            np.array([profile.wall_origin_ns], np.int64),
+            0,
+            "Metadata first_ts wall clock (approximate)",
+        )
     return Alignment("none", note="no nc_exec_running events and no wall clock: device-relative times")

@@ -40,8 +40,17 @@ CAT_FRAMEWORK = "neuron_framework"
 
 
 def _raw(
-    n: int, cat: str, name: Any, pid: Any, tid: Any, start: np.ndarray, dur: np.ndarray, args: Any,
-    columns: dict[str, pa.Array], typed: dict[str, pa.Array] | None = None, src: dict[str, pa.Array] | None = None,
+    n: int,
+    cat: str,
+    name: Any,
+    pid: Any,
+    tid: Any,
+    start: np.ndarray,
+    dur: np.ndarray,
+    args: Any,
+    columns: dict[str, pa.Array],
+    typed: dict[str, pa.Array] | None = None,
+    src: dict[str, pa.Array] | None = None,
 ) -> RawEvents:
     return RawEvents(
         n=n,
@@ -72,7 +81,11 @@ def _device_columns(n: int, device: int, stream: np.ndarray, kind: str) -> dict[
 
 def _opt_int(series: pd.Series) -> pa.Array:
     v = pd.to_numeric(series, errors="coerce")
-    return pa.array(v.to_numpy(np.float64), pa.float64()).cast(pa.int64(), safe=False) if len(v) else pa.array([], pa.int64())
+    return (
+        pa.array(v.to_numpy(np.float64), pa.float64()).cast(pa.int64(), safe=False)
+        if len(v)
+        else pa.array([], pa.int64())
+    )
 
 
 def dma_queue_streams(profile: DeviceProfile) -> dict[tuple[int, str], int]:
@@ -102,17 +115,41 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         cols["flops"] = _opt_int(ins["raw_flops"])
         has_src = ins["src_line"].to_numpy() >= 0
         src = {
-            "src_file": pa.array(ins["src_file"].where(has_src).astype(object).to_numpy(), pa.string(), from_pandas=True),
+            "src_file": pa.array(
+                ins["src_file"].where(has_src).astype(object).to_numpy(), pa.string(), from_pandas=True
+            ),
             "src_line": pa.array(np.where(has_src, ins["src_line"], -1), pa.int64()),
-            "src_func": pa.array(ins["src_func"].where(has_src).astype(object).to_numpy(), pa.string(), from_pandas=True),
+            "src_func": pa.array(
+                ins["src_func"].where(has_src).astype(object).to_numpy(), pa.string(), from_pandas=True
+            ),
             "src_precision": pa.array(np.where(has_src, Precision.LINE, None).astype(object), pa.string()),
         }
-        parts.append(_raw(n, CAT_INSTRUCTION, ins["opcode"].to_numpy(), np.full(n, dev), stream,
-                          alignment.apply(ins["start_ns"].to_numpy()), ins["dur_ns"].to_numpy(), ins["args"].to_numpy(), cols, src=src))
+        parts.append(
+            _raw(
+                n,
+                CAT_INSTRUCTION,
+                ins["opcode"].to_numpy(),
+                np.full(n, dev),
+                stream,
+                alignment.apply(ins["start_ns"].to_numpy()),
+                ins["dur_ns"].to_numpy(),
+                ins["args"].to_numpy(),
+                cols,
+                src=src,
+            )
+        )
         for pcore in sorted(ins["pcore"].unique().tolist()):
             for engine in ENGINES:
                 if ((ins["pcore"] == pcore) & (ins["engine"] == engine)).any():
-                    streams.append({"device": dev, "stream": pcore * PCORE_STRIDE + ENGINE_STREAM[engine], "name": engine, "type": "engine", "pcore": pcore})
+                    streams.append(
+                        {
+                            "device": dev,
+                            "stream": pcore * PCORE_STRIDE + ENGINE_STREAM[engine],
+                            "name": engine,
+                            "type": "engine",
+                            "pcore": pcore,
+                        }
+                    )
     dma = profile.dmas
     if len(dma):
         qmap = dma_queue_streams(profile)
@@ -124,15 +161,30 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         cols = _device_columns(n, dev, stream, Kind.MEMCPY)
         cols["kind"] = pa.array(kind.astype(object), pa.string())
         src_mem, dst_mem = dma["src_mem"].fillna("?"), dma["dst_mem"].fillna("?")
-        direction = np.where(src_mem.to_numpy() == "HOST", "HtoD", np.where(dst_mem.to_numpy() == "HOST", "DtoH", "DtoD"))
+        direction = np.where(
+            src_mem.to_numpy() == "HOST", "HtoD", np.where(dst_mem.to_numpy() == "HOST", "DtoH", "DtoD")
+        )
         mk = pd.Series(direction, index=dma.index) + " (" + src_mem + "->" + dst_mem + ")"
         cols["memcpy_kind"] = pa.array(mk.to_numpy(dtype=object), pa.string())
         cols["bytes"] = _opt_int(dma["bytes"])
-        cols["bandwidth_gbps"] = pa.array(pd.to_numeric(dma["throughput"], errors="coerce").to_numpy(np.float64) / 1e9, pa.float64())
+        cols["bandwidth_gbps"] = pa.array(
+            pd.to_numeric(dma["throughput"], errors="coerce").to_numpy(np.float64) / 1e9, pa.float64()
+        )
         cols["collective_name"] = pa.array(np.where(is_cc, "cc_dma", None).astype(object), pa.string())
         name = np.where(is_cc, "CC DMA " + dma["queue"].astype(str), "DMA " + dma["queue"].astype(str))
-        parts.append(_raw(n, CAT_DMA, name, np.full(n, dev), stream, alignment.apply(dma["start_ns"].to_numpy()),
-                          dma["dur_ns"].to_numpy(), dma["args"].to_numpy(), cols))
+        parts.append(
+            _raw(
+                n,
+                CAT_DMA,
+                name,
+                np.full(n, dev),
+                stream,
+                alignment.apply(dma["start_ns"].to_numpy()),
+                dma["dur_ns"].to_numpy(),
+                dma["args"].to_numpy(),
+                cols,
+            )
+        )
         for (pcore, queue), s in qmap.items():
             streams.append({"device": dev, "stream": s, "name": queue, "type": "dma", "pcore": pcore})
     cc = profile.ccops
@@ -142,10 +194,29 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         cols = _device_columns(n, dev, stream, Kind.COLLECTIVE)
         cols["bytes"] = _opt_int(cc["bytes"])
         cols["collective_name"] = pa.array(cc["operation"].str.lower().to_numpy(dtype=object), pa.string())
-        parts.append(_raw(n, CAT_CC, cc["operation"].to_numpy(), np.full(n, dev), stream, alignment.apply(cc["start_ns"].to_numpy()),
-                          cc["dur_ns"].to_numpy(), cc["args"].to_numpy(), cols))
+        parts.append(
+            _raw(
+                n,
+                CAT_CC,
+                cc["operation"].to_numpy(),
+                np.full(n, dev),
+                stream,
+                alignment.apply(cc["start_ns"].to_numpy()),
+                cc["dur_ns"].to_numpy(),
+                cc["args"].to_numpy(),
+                cols,
+            )
+        )
         for s in sorted(set(stream.tolist())):
-            streams.append({"device": dev, "stream": s, "name": f"CC stream {s - CC_STREAM_BASE}", "type": "collective", "pcore": 0})
+            streams.append(
+                {
+                    "device": dev,
+                    "stream": s,
+                    "name": f"CC stream {s - CC_STREAM_BASE}",
+                    "type": "collective",
+                    "pcore": 0,
+                }
+            )
     sp = profile.system
     if len(sp):
         parts.extend(_system_rows(sp, dev))
@@ -155,7 +226,11 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
 def _system_rows(sp: pd.DataFrame, dev: int) -> list[RawEvents]:
     out = []
     source = sp["source"].astype(str).to_numpy()
-    for src_name, cat, kind in (("neuron_rt", CAT_RUNTIME, Kind.RUNTIME), ("neuron_hw", CAT_HW, Kind.DEVICE_ANNOTATION), ("framework", CAT_FRAMEWORK, Kind.ANNOTATION)):
+    for src_name, cat, kind in (
+        ("neuron_rt", CAT_RUNTIME, Kind.RUNTIME),
+        ("neuron_hw", CAT_HW, Kind.DEVICE_ANNOTATION),
+        ("framework", CAT_FRAMEWORK, Kind.ANNOTATION),
+    ):
         rows = sp[source == src_name] if src_name != "neuron_rt" else sp[~np.isin(source, ["neuron_hw", "framework"])]
         if not len(rows):
             continue
@@ -173,35 +248,50 @@ def _system_rows(sp: pd.DataFrame, dev: int) -> list[RawEvents]:
             cols = {"device_type": pa.array(["cpu"] * n, pa.string()), "kind": pa.array([kind] * n, pa.string())}
             pid = pd.to_numeric(rows["pid"], errors="coerce").fillna(0).to_numpy(np.int64)
             tid = pd.to_numeric(rows["tid"], errors="coerce").fillna(0).to_numpy(np.int64)
-        out.append(_raw(n, cat, rows["name"].astype(str).to_numpy(), pid, tid, rows["start_ns"].to_numpy(),
-                        rows["dur_ns"].to_numpy(), rows["args"].to_numpy(), cols))
+        out.append(
+            _raw(
+                n,
+                cat,
+                rows["name"].astype(str).to_numpy(),
+                pid,
+                tid,
+                rows["start_ns"].to_numpy(),
+                rows["dur_ns"].to_numpy(),
+                rows["args"].to_numpy(),
+                cols,
+            )
+        )
     return out
 
 
-def profile_metadata(profiles: list[DeviceProfile], alignments: list[Alignment], streams: list[dict[str, Any]]) -> dict[str, Any]:
+def profile_metadata(
+    profiles: list[DeviceProfile], alignments: list[Alignment], streams: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The ``neuron`` block of the trace metadata: metrics with units, streams, warnings."""
     per_device = []
     for p, a in zip(profiles, alignments):
         summary = normalize_summary(p.summary_raw, p)
         derived = derived_metrics(p)
         metrics = {**derived, **summary}
-        per_device.append({
-            "device": p.device,
-            "source": str(p.source),
-            "format": p.format,
-            "profile_schema_version": p.schema_version,
-            "tables": p.tables,
-            "metrics": metrics,
-            "metric_source": {k: ("summary" if k in summary else "derived") for k in metrics},
-            "summary_raw": p.summary_raw,
-            "metadata_raw": p.metadata_raw,
-            "dma_granularity": p.dma_granularity,
-            "span_ns": p.span_ns,
-            "alignment": a.to_dict(),
-            "executions": len(p.executions),
-            "unknown_columns": {k: v for k, v in p.unknown_columns.items() if v},
-            "warnings": list(p.warnings),
-        })
+        per_device.append(
+            {
+                "device": p.device,
+                "source": str(p.source),
+                "format": p.format,
+                "profile_schema_version": p.schema_version,
+                "tables": p.tables,
+                "metrics": metrics,
+                "metric_source": {k: ("summary" if k in summary else "derived") for k in metrics},
+                "summary_raw": p.summary_raw,
+                "metadata_raw": p.metadata_raw,
+                "dma_granularity": p.dma_granularity,
+                "span_ns": p.span_ns,
+                "alignment": a.to_dict(),
+                "executions": len(p.executions),
+                "unknown_columns": {k: v for k, v in p.unknown_columns.items() if v},
+                "warnings": list(p.warnings),
+            }
+        )
     first = profiles[0]
     return {
         "devices": per_device,
@@ -218,17 +308,19 @@ def trace_metadata(profiles: list[DeviceProfile], neuron: dict[str, Any]) -> dic
     props = []
     for p in profiles:
         m = p.metadata_raw
-        props.append({
-            "id": p.device,
-            "device_type": "neuron",
-            "name": str(m.get("instance_type") or "NeuronCore"),
-            "ticks_per_nanosec": m.get("ticks_per_nanosec"),
-            "tensor_engine_clock_freq_ghz": m.get("tensor_engine_clock_freq"),
-            "hbm_ddr_bandwidth_bytes_per_s": m.get("hbm_ddr_bandwidth"),
-            "dma_ddr_bandwidth_bytes_per_s": m.get("dma_ddr_bandwidth"),
-            "tensor_engine_num_rows": m.get("tensor_engine_num_rows"),
-            "tensor_engine_num_cols": m.get("tensor_engine_num_cols"),
-        })
+        props.append(
+            {
+                "id": p.device,
+                "device_type": "neuron",
+                "name": str(m.get("instance_type") or "NeuronCore"),
+                "ticks_per_nanosec": m.get("ticks_per_nanosec"),
+                "tensor_engine_clock_freq_ghz": m.get("tensor_engine_clock_freq"),
+                "hbm_ddr_bandwidth_bytes_per_s": m.get("hbm_ddr_bandwidth"),
+                "dma_ddr_bandwidth_bytes_per_s": m.get("dma_ddr_bandwidth"),
+                "tensor_engine_num_rows": m.get("tensor_engine_num_rows"),
+                "tensor_engine_num_cols": m.get("tensor_engine_num_cols"),
+            }
+        )
     return {
         "collector": f"neuron_{first.format}",
         "collector_version": __version__,

@@ -62,12 +62,29 @@ def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
 
 
 def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
-    df = ensure(df, {
-        "engine": None, "track": None, "pcore": 0, "opcode": "", "operands": None, "hlo_name": None, "layer": None,
-        "inst_id": -1, "pc": -1, "bir_id": None, "raw_flops": np.nan, "adjusted_flops": np.nan,
-        "flops_transpose": np.nan, "instruction_type": None, "src_file": None, "src_line": -1, "src_func": None,
-        "source_location": None,
-    })
+    df = ensure(
+        df,
+        {
+            "engine": None,
+            "track": None,
+            "pcore": 0,
+            "opcode": "",
+            "operands": None,
+            "hlo_name": None,
+            "layer": None,
+            "inst_id": -1,
+            "pc": -1,
+            "bir_id": None,
+            "raw_flops": np.nan,
+            "adjusted_flops": np.nan,
+            "flops_transpose": np.nan,
+            "instruction_type": None,
+            "src_file": None,
+            "src_line": -1,
+            "src_func": None,
+            "source_location": None,
+        },
+    )
     engine_src = df["engine"].where(df["engine"].notna(), df["track"])
     cats = engine_src.astype("category")
     mapping = {c: canonical_engine(c) for c in cats.cat.categories}
@@ -96,17 +113,38 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFram
 
 def memory_location(values: pd.Series) -> pd.Series:
     """``[["WEIGHT"]]``, ``["SB"]``, ``"[SB]"`` -> HBM / SBUF / PSUM / HOST (device DRAM is HBM)."""
-    text = values.astype(object).where(values.notna(), "").astype(str).str.upper().str.replace(r"[\[\]'\"\s]", "", regex=True).str.split(",").str[0]
+    text = (
+        values.astype(object)
+        .where(values.notna(), "")
+        .astype(str)
+        .str.upper()
+        .str.replace(r"[\[\]'\"\s]", "", regex=True)
+        .str.split(",")
+        .str[0]
+    )
     cats = text.astype("category")
     mapping = {c: _MEMORY_TOKENS.get(c, "HBM" if c and c not in ("NAN", "NONE") else None) for c in cats.cat.categories}
     return cats.map(mapping).astype(object)
 
 
 def finish_dmas(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
-    df = ensure(df, {
-        "queue": None, "queue_type": None, "engine_idx": -1, "pcore": 0, "bytes": np.nan, "read_bytes": np.nan,
-        "write_bytes": np.nan, "source": None, "dest": None, "variable": None, "throughput": np.nan, "is_cc": False,
-    })
+    df = ensure(
+        df,
+        {
+            "queue": None,
+            "queue_type": None,
+            "engine_idx": -1,
+            "pcore": 0,
+            "bytes": np.nan,
+            "read_bytes": np.nan,
+            "write_bytes": np.nan,
+            "source": None,
+            "dest": None,
+            "variable": None,
+            "throughput": np.nan,
+            "is_cc": False,
+        },
+    )
     b = pd.to_numeric(df["bytes"], errors="coerce")
     for alt in ("write_bytes", "read_bytes"):
         b = b.where(b.notna(), pd.to_numeric(df[alt], errors="coerce"))
@@ -115,13 +153,25 @@ def finish_dmas(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
     df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
     df["src_mem"] = memory_location(df["source"])
     df["dst_mem"] = memory_location(df["dest"])
-    df["is_spill"] = df["queue"].str.contains(_SPILL, na=False) | df["variable"].astype(str).str.contains(_SPILL, na=False)
+    df["is_spill"] = df["queue"].str.contains(_SPILL, na=False) | df["variable"].astype(str).str.contains(
+        _SPILL, na=False
+    )
     df["is_cc"] = df["is_cc"].fillna(False).astype(bool)
     return df
 
 
 def finish_ccops(df: pd.DataFrame) -> pd.DataFrame:
-    df = ensure(df, {"operation": "collective", "algorithm": None, "stream": 0, "bytes": np.nan, "input_size": np.nan, "output_size": np.nan})
+    df = ensure(
+        df,
+        {
+            "operation": "collective",
+            "algorithm": None,
+            "stream": 0,
+            "bytes": np.nan,
+            "input_size": np.nan,
+            "output_size": np.nan,
+        },
+    )
     size = np.fmax(pd.to_numeric(df["input_size"], errors="coerce"), pd.to_numeric(df["output_size"], errors="coerce"))
     df["bytes"] = pd.to_numeric(df["bytes"], errors="coerce").where(lambda s: s.notna(), size)
     df["stream"] = pd.to_numeric(df["stream"], errors="coerce").fillna(0).astype(np.int64)
@@ -145,19 +195,23 @@ def resolve_stack_frames(
     """
     user_code = user_code or UserCode.default()
     first = frame_ids.astype(str).str.extract(r"(\d+)")[0]
-    fr = pd.DataFrame({
-        "id": frames["id"].astype(str),
-        "parent": frames["parent_frame_id"].astype(str),
-        "file_location_id": frames["file_location_id"].astype(str),
-    })
+    fr = pd.DataFrame(
+        {
+            "id": frames["id"].astype(str),
+            "parent": frames["parent_frame_id"].astype(str),
+            "file_location_id": frames["file_location_id"].astype(str),
+        }
+    )
     fname = dict(zip(files["id"].astype(str), files["name"].astype(str)))
     func = dict(zip(functions["id"].astype(str), functions["name"].astype(str)))
-    loc = pd.DataFrame({
-        "file_location_id": locations["id"].astype(str),
-        "file": locations["file_name_id"].astype(str).map(fname),
-        "func": locations["function_name_id"].astype(str).map(func),
-        "line_number": pd.to_numeric(locations["line_number"], errors="coerce"),
-    })
+    loc = pd.DataFrame(
+        {
+            "file_location_id": locations["id"].astype(str),
+            "file": locations["file_name_id"].astype(str).map(fname),
+            "func": locations["function_name_id"].astype(str).map(func),
+            "line_number": pd.to_numeric(locations["line_number"], errors="coerce"),
+        }
+    )
     fr = fr.merge(loc, on="file_location_id", how="left")
     # Frame tables are small (distinct frames, not events): one pass per frame is cheap.
     info = {r.id: (r.file, r.line_number, r.func, r.parent) for r in fr.itertuples(index=False)}

@@ -102,7 +102,11 @@ def link_device_work(
     cand = framework_rows[cand_all]
     is_dev_work = from_device & np.isin(kind, DEVICE_KINDS)
     dev_rows = np.nonzero(is_dev_work)[0]
-    report: dict[str, Any] = {"device_events": int(dev_rows.size), "launch_kind": cand_kind, "max_gap_ns": int(max_gap_ns)}
+    report: dict[str, Any] = {
+        "device_events": int(dev_rows.size),
+        "launch_kind": cand_kind,
+        "max_gap_ns": int(max_gap_ns),
+    }
     execs = np.sort(np.asarray(exec_host_starts, np.int64))
     if dev_rows.size == 0:
         report.update(linked_events=0, unlinked_events=0, executions=int(execs.size), linked_executions=0)
@@ -129,7 +133,7 @@ def link_device_work(
             pick = np.where(ok, c_sorted[np.maximum(pos, 0)], -1)
             ok &= (execs - start[np.maximum(pick, 0)]) <= max_gap_ns
             launch_of_exec = np.where(ok, pick, -1)
-            before = int(((pos < 0)).sum())
+            before = int((pos < 0).sum())
             if before:
                 reasons["no_launch_before_execution"] = before
             late = int(((pos >= 0) & ~ok).sum())
@@ -153,9 +157,15 @@ def link_device_work(
         op_col[rows] = la
     step_col[rows] = np.where(step[la] >= 0, step[la], step_col[rows])
     cols = {"launch_id": launch_col, "op_id": op_col, "step": step_col}
-    table = table.set_column(table.schema.get_field_index("launch_id"), "launch_id", pa.array(launch_col, pa.int64(), mask=launch_col < 0))
-    table = table.set_column(table.schema.get_field_index("op_id"), "op_id", pa.array(op_col, pa.int64(), mask=op_col < 0))
-    table = table.set_column(table.schema.get_field_index("step"), "step", pa.array(step_col, pa.int32(), mask=step_col < 0))
+    table = table.set_column(
+        table.schema.get_field_index("launch_id"), "launch_id", pa.array(launch_col, pa.int64(), mask=launch_col < 0)
+    )
+    table = table.set_column(
+        table.schema.get_field_index("op_id"), "op_id", pa.array(op_col, pa.int64(), mask=op_col < 0)
+    )
+    table = table.set_column(
+        table.schema.get_field_index("step"), "step", pa.array(step_col, pa.int32(), mask=step_col < 0)
+    )
     table = _inherit_source(table, rows, cols["op_id"][rows] if cand_kind == "runtime" else la)
     report.update(
         executions=int(execs.size),
@@ -184,11 +194,15 @@ def _inherit_source(table: pa.Table, rows: np.ndarray, ops: np.ndarray) -> pa.Ta
         table = table.set_column(table.schema.get_field_index(name), name, new)
     prec = np.asarray(pc.cast(table["src_precision"], pa.string()).to_numpy(zero_copy_only=False), dtype=object)
     prec[targets] = Precision.LAUNCH
-    table = table.set_column(table.schema.get_field_index("src_precision"), "src_precision", pa.array(prec, pa.string()).dictionary_encode())
+    table = table.set_column(
+        table.schema.get_field_index("src_precision"), "src_precision", pa.array(prec, pa.string()).dictionary_encode()
+    )
     return table
 
 
-def join_profiles(trace: Trace, profiles: list[DeviceProfile], source: Path, max_gap_ns: int = DEFAULT_MAX_GAP_NS) -> Trace:
+def join_profiles(
+    trace: Trace, profiles: list[DeviceProfile], source: Path, max_gap_ns: int = DEFAULT_MAX_GAP_NS
+) -> Trace:
     from neuron_explorer.collectors.neuron import build_device_trace
 
     alignments = []
@@ -209,7 +223,9 @@ def join_profiles(trace: Trace, profiles: list[DeviceProfile], source: Path, max
     neuron["join"] = report | {"framework_trace": meta.get("source_file"), "device_profile": str(source)}
     meta["neuron"] = neuron
     meta["device_properties"] = list(meta.get("device_properties") or []) + device_trace.metadata["device_properties"]
-    meta["device_types"] = sorted(set(meta.get("device_types") or []) | set(device_trace.metadata.get("device_types") or []))
+    meta["device_types"] = sorted(
+        set(meta.get("device_types") or []) | set(device_trace.metadata.get("device_types") or [])
+    )
     meta["device_profile"] = str(source)
     return Trace(merged, meta, path=None)
 

@@ -23,12 +23,22 @@ from neuron_explorer.collectors.neuron.model import DeviceProfile
 from neuron_explorer.trace.errors import TraceFormatError
 
 INSTRUCTION_FIELDS = {
-    "timestamp": "start_ns", "duration": "dur_ns", "label": "track", "evt_wait_time": "evt_wait_ns",
-    "tensor_instruction_type": "instruction_type", "nki_source_location": "source_location",
+    "timestamp": "start_ns",
+    "duration": "dur_ns",
+    "label": "track",
+    "evt_wait_time": "evt_wait_ns",
+    "tensor_instruction_type": "instruction_type",
+    "nki_source_location": "source_location",
 }
 DMA_FIELDS = {
-    "timestamp": "start_ns", "duration": "dur_ns", "transfer_size": "bytes", "read_size": "read_bytes",
-    "write_size": "write_bytes", "transfer_rate": "throughput", "subgroup": "queue", "dma_engine": "engine_idx",
+    "timestamp": "start_ns",
+    "duration": "dur_ns",
+    "transfer_size": "bytes",
+    "read_size": "read_bytes",
+    "write_size": "write_bytes",
+    "transfer_rate": "throughput",
+    "subgroup": "queue",
+    "dma_engine": "engine_idx",
     "is_cc_dma": "is_cc",
 }
 #: Top-level keys of a device-profile export; a JSON object with none of them is not one.

@@ -24,11 +24,20 @@ ENGINE_STREAM: dict[str, int] = {e: i for i, e in enumerate(ENGINES)}
 #: Every spelling seen for an engine: Parquet ``engine`` ("tensor"), legacy ``label`` tracks
 #: ("TensorMatrix") and the hardware names (PE, DVE, ACT, POOL, SP).
 _ENGINE_ALIASES: dict[str, str] = {
-    "tensor": "Tensor", "tensormatrix": "Tensor", "pe": "Tensor", "pe_array": "Tensor",
-    "vector": "Vector", "dve": "Vector",
-    "scalar": "Scalar", "act": "Scalar", "activation": "Scalar",
-    "gpsimd": "GpSimd", "pool": "GpSimd", "gp_simd": "GpSimd",
-    "sync": "Sync", "sp": "Sync",
+    "tensor": "Tensor",
+    "tensormatrix": "Tensor",
+    "pe": "Tensor",
+    "pe_array": "Tensor",
+    "vector": "Vector",
+    "dve": "Vector",
+    "scalar": "Scalar",
+    "act": "Scalar",
+    "activation": "Scalar",
+    "gpsimd": "GpSimd",
+    "pool": "GpSimd",
+    "gp_simd": "GpSimd",
+    "sync": "Sync",
+    "sp": "Sync",
 }
 #: Queue numbers: engines 0-4, DMA queues from 100, collective streams from 900; a physical
 #: core (``pcore_idx``, LNC2) adds ``PCORE_STRIDE`` so its queues never collide.
@@ -118,11 +127,27 @@ def normalize_summary(raw: dict[str, Any], profile: DeviceProfile | None = None)
 
 
 _SECONDS_FIELDS = frozenset(
-    {"total_time", "dma_active_time", "static_dma_active_time", "dma_packet_time", "dma_transfer_time",
-     "software_dynamic_dma_active_time", "hardware_dynamic_dma_active_time", "cc_op_time", "cc_op_active_time",
-     "cc_cores_instruction_time", "cc_cores_instruction_active_time", "total_exec_time", "total_active_time",
-     "activate_instruction_time"}
-    | {f"{e}_engine_{m}" for e in ("tensor", "vector", "scalar", "sync", "gpsimd") for m in ("active_time", "instruction_time")}
+    {
+        "total_time",
+        "dma_active_time",
+        "static_dma_active_time",
+        "dma_packet_time",
+        "dma_transfer_time",
+        "software_dynamic_dma_active_time",
+        "hardware_dynamic_dma_active_time",
+        "cc_op_time",
+        "cc_op_active_time",
+        "cc_cores_instruction_time",
+        "cc_cores_instruction_active_time",
+        "total_exec_time",
+        "total_active_time",
+        "activate_instruction_time",
+    }
+    | {
+        f"{e}_engine_{m}"
+        for e in ("tensor", "vector", "scalar", "sync", "gpsimd")
+        for m in ("active_time", "instruction_time")
+    }
 )
 
 
@@ -156,7 +181,14 @@ def derived_metrics(profile: DeviceProfile) -> dict[str, Any]:
             out[f"{key}_engine_active_time_ns"] = active
             if span:
                 out[f"{key}_engine_active_time_pct"] = 100.0 * active / span
-        for col in ("hbm_read_bytes", "hbm_write_bytes", "spill_save_bytes", "spill_reload_bytes", "sbuf_read_bytes", "sbuf_write_bytes"):
+        for col in (
+            "hbm_read_bytes",
+            "hbm_write_bytes",
+            "spill_save_bytes",
+            "spill_reload_bytes",
+            "sbuf_read_bytes",
+            "sbuf_write_bytes",
+        ):
             if col in ins and ins[col].notna().any():
                 out[col] = int(ins[col].fillna(0).sum())
         if "raw_flops" in ins and ins["raw_flops"].notna().any():

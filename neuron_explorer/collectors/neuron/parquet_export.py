@@ -25,54 +25,187 @@ from neuron_explorer.trace.errors import TraceFormatError
 
 #: Our column name for each export field we read (the rest stay in ``args``).
 INSTRUCTION_FIELDS = {
-    "start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns", "timeline_track": "track",
-    "pcore_idx": "pcore", "id": "inst_id", "tensor_instruction_type": "instruction_type",
-    "evt_wait_time_ns": "evt_wait_ns", "dma_wait_time_ns": "dma_wait_ns",
+    "start_ts": "start_ns",
+    "end_ts": "end_ns",
+    "duration_ns": "dur_ns",
+    "timeline_track": "track",
+    "pcore_idx": "pcore",
+    "id": "inst_id",
+    "tensor_instruction_type": "instruction_type",
+    "evt_wait_time_ns": "evt_wait_ns",
+    "dma_wait_time_ns": "dma_wait_ns",
 }
 DMA_FIELDS = {
-    "start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns", "queue_name": "queue",
-    "pcore_idx": "pcore", "transfer_bytes": "bytes",
+    "start_ts": "start_ns",
+    "end_ts": "end_ns",
+    "duration_ns": "dur_ns",
+    "queue_name": "queue",
+    "pcore_idx": "pcore",
+    "transfer_bytes": "bytes",
 }
 CC_FIELDS = {"start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns", "stream_id": "stream"}
 SYSTEM_FIELDS = {
-    "start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns", "trace_event_source": "source",
-    "process_id": "pid", "thread_id": "tid",
+    "start_ts": "start_ns",
+    "end_ts": "end_ns",
+    "duration_ns": "dur_ns",
+    "trace_event_source": "source",
+    "process_id": "pid",
+    "thread_id": "tid",
 }
 #: Documented fields per table (schema 7.4-12.0); others are reported as unknown.
 KNOWN_FIELDS: dict[str, set[str]] = {
     "Instruction": {
-        "start_ts", "end_ts", "duration_ns", "engine", "timeline_track", "pcore_idx", "opcode", "operands",
-        "compiler_opcode", "compiler_operands", "id", "pc", "compiler_pc", "penguin_id", "raw_penguin_id", "bir_id",
-        "raw_bir_id", "bir_instruction_name", "kernel_instruction_name", "crc_in", "crc_out", "evt_wait_time_ns",
-        "hlo_attrs", "hlo_name", "raw_hlo_id", "raw_framework_id", "layer", "stack_frame_ids", "nki_source_location",
-        "bir_debug_info_source_location", "dma_trigger_start_ts", "dma_trigger_end_ts", "dma_wait_time_ns",
-        "instruction_chain", "hbm_read_bytes", "hbm_write_bytes", "sbuf_read_bytes", "sbuf_write_bytes",
-        "spill_save_bytes", "spill_reload_bytes", "psum_read_bytes", "psum_write_bytes", "psum_read_sbuf_write_bytes",
-        "input_queue_bytes", "output_queue_bytes", "weight_queue_bytes", "performance_mode", "tensor_instruction_type",
-        "tensor_elements", "raw_flops", "adjusted_flops", "tensor_elements_transpose", "flops_transpose",
-        "adjusted_flops_transpose", "scalar_activation_fn",
+        "start_ts",
+        "end_ts",
+        "duration_ns",
+        "engine",
+        "timeline_track",
+        "pcore_idx",
+        "opcode",
+        "operands",
+        "compiler_opcode",
+        "compiler_operands",
+        "id",
+        "pc",
+        "compiler_pc",
+        "penguin_id",
+        "raw_penguin_id",
+        "bir_id",
+        "raw_bir_id",
+        "bir_instruction_name",
+        "kernel_instruction_name",
+        "crc_in",
+        "crc_out",
+        "evt_wait_time_ns",
+        "hlo_attrs",
+        "hlo_name",
+        "raw_hlo_id",
+        "raw_framework_id",
+        "layer",
+        "stack_frame_ids",
+        "nki_source_location",
+        "bir_debug_info_source_location",
+        "dma_trigger_start_ts",
+        "dma_trigger_end_ts",
+        "dma_wait_time_ns",
+        "instruction_chain",
+        "hbm_read_bytes",
+        "hbm_write_bytes",
+        "sbuf_read_bytes",
+        "sbuf_write_bytes",
+        "spill_save_bytes",
+        "spill_reload_bytes",
+        "psum_read_bytes",
+        "psum_write_bytes",
+        "psum_read_sbuf_write_bytes",
+        "input_queue_bytes",
+        "output_queue_bytes",
+        "weight_queue_bytes",
+        "performance_mode",
+        "tensor_instruction_type",
+        "tensor_elements",
+        "raw_flops",
+        "adjusted_flops",
+        "tensor_elements_transpose",
+        "flops_transpose",
+        "adjusted_flops_transpose",
+        "scalar_activation_fn",
     },
     "DmaPacketAggregated": {
-        "start_ts", "end_ts", "duration_ns", "id", "pcore_idx", "block_id", "queue_idx", "queue_name", "queue_type",
-        "op", "variable", "read_bytes", "write_bytes", "transfer_bytes", "throughput", "source", "dest",
-        "semaphore_id", "modular_flow_function", "read_sbuf_partitions", "read_num_sbuf_partitions", "read_shape",
-        "read_offset", "read_steps", "write_sbuf_partitions", "write_num_sbuf_partitions", "write_shape",
-        "write_offset", "write_steps", "is_transpose_mode", "transpose_element_size", "transpose_shape",
-        "transpose_from_shape", "transpose_to_shape", "transpose_unroll_factor", "trigger", "completion",
+        "start_ts",
+        "end_ts",
+        "duration_ns",
+        "id",
+        "pcore_idx",
+        "block_id",
+        "queue_idx",
+        "queue_name",
+        "queue_type",
+        "op",
+        "variable",
+        "read_bytes",
+        "write_bytes",
+        "transfer_bytes",
+        "throughput",
+        "source",
+        "dest",
+        "semaphore_id",
+        "modular_flow_function",
+        "read_sbuf_partitions",
+        "read_num_sbuf_partitions",
+        "read_shape",
+        "read_offset",
+        "read_steps",
+        "write_sbuf_partitions",
+        "write_num_sbuf_partitions",
+        "write_shape",
+        "write_offset",
+        "write_steps",
+        "is_transpose_mode",
+        "transpose_element_size",
+        "transpose_shape",
+        "transpose_from_shape",
+        "transpose_to_shape",
+        "transpose_unroll_factor",
+        "trigger",
+        "completion",
     },
     "DmaPacket": {
-        "start_ts", "end_ts", "duration_ns", "pcore_idx", "id", "packet_idx", "packet_aggregation_id", "engine_idx",
-        "read_bytes", "write_bytes", "transfer_bytes", "throughput", "queue_type", "variable", "queue_name",
-        "queue_idx", "crc",
+        "start_ts",
+        "end_ts",
+        "duration_ns",
+        "pcore_idx",
+        "id",
+        "packet_idx",
+        "packet_aggregation_id",
+        "engine_idx",
+        "read_bytes",
+        "write_bytes",
+        "transfer_bytes",
+        "throughput",
+        "queue_type",
+        "variable",
+        "queue_name",
+        "queue_idx",
+        "crc",
     },
     "CcOp": {
-        "start_ts", "end_ts", "duration_ns", "operation", "algorithm", "num_elements", "dtype", "op_id", "stream_id",
-        "stream_index", "trigger_engine", "input_size", "output_size", "algorithm_bandwidth", "bus_bandwidth",
-        "trigger_start_ts", "cc_trigger_start_delay", "replica_group_id", "replica_group",
+        "start_ts",
+        "end_ts",
+        "duration_ns",
+        "operation",
+        "algorithm",
+        "num_elements",
+        "dtype",
+        "op_id",
+        "stream_id",
+        "stream_index",
+        "trigger_engine",
+        "input_size",
+        "output_size",
+        "algorithm_bandwidth",
+        "bus_bandwidth",
+        "trigger_start_ts",
+        "cc_trigger_start_delay",
+        "replica_group_id",
+        "replica_group",
     },
     "SystemProfileEvents": {
-        "id", "name", "start_ts", "end_ts", "duration_ns", "trace_event_source", "instance_id", "process_id",
-        "thread_id", "nc_idx", "pcore_idx", "worker_gid", "flow_id", "framework_stream_id", "extra_attributes_json",
+        "id",
+        "name",
+        "start_ts",
+        "end_ts",
+        "duration_ns",
+        "trace_event_source",
+        "instance_id",
+        "process_id",
+        "thread_id",
+        "nc_idx",
+        "pcore_idx",
+        "worker_gid",
+        "flow_id",
+        "framework_stream_id",
+        "extra_attributes_json",
     },
 }
 _ACTIVITY = ("Instruction", "DmaPacketAggregated", "DmaPacket", "CcOp", "SystemProfileEvents")
@@ -95,14 +228,18 @@ def is_parquet_export(path: Path) -> bool:
     return path.is_dir() and any(t in _MARKERS for t in table_files(path))
 
 
-def _read(files: list[Path], table: str, need: list[tuple[str, ...]] | None = None, version: str | None = None) -> pd.DataFrame:
+def _read(
+    files: list[Path], table: str, need: list[tuple[str, ...]] | None = None, version: str | None = None
+) -> pd.DataFrame:
     parts = []
     for f in files:
         try:
             part = pq.read_table(f)
         except (pa.ArrowInvalid, OSError) as exc:
             why = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-            raise TraceFormatError(f"{table} table is not readable Parquet ({why}); is the file truncated?", f) from None
+            raise TraceFormatError(
+                f"{table} table is not readable Parquet ({why}); is the file truncated?", f
+            ) from None
         if need:  # checked per part: a split table's parts must each be complete
             _require(part.column_names, table, f, need, version)
         parts.append(part)
@@ -127,7 +264,8 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     if not any(t in files for t in _ACTIVITY):
         raise TraceFormatError(
             "no activity tables (Instruction, DmaPacket[Aggregated], CcOp or SystemProfileEvents) in this "
-            "Neuron export directory", directory,
+            "Neuron export directory",
+            directory,
         )
     meta = _one_row(files, "Metadata")
     profile.metadata_raw = meta
@@ -145,21 +283,33 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     last_hw = _int(meta.get("last_hw_timestamp"))
     origin = 0
     if "Instruction" in files:
-        ins = _read(files["Instruction"], "Instruction", [("start_ts",), ("end_ts", "duration_ns"), ("engine", "timeline_track")], profile.schema_version)
+        ins = _read(
+            files["Instruction"],
+            "Instruction",
+            [("start_ts",), ("end_ts", "duration_ns"), ("engine", "timeline_track")],
+            profile.schema_version,
+        )
         origin = first_hw if first_hw is not None and len(ins) and ins["start_ts"].min() >= first_hw else 0
         profile.instructions = _instructions(ins, files, origin, profile)
     else:
         profile.warn("Instruction table missing: no engine activity in this profile")
     profile.dmas = _dmas(files, origin, profile)
     if "CcOp" in files:
-        cc = _read(files["CcOp"], "CcOp", [("start_ts",), ("end_ts", "duration_ns"), ("operation",)], profile.schema_version)
+        cc = _read(
+            files["CcOp"], "CcOp", [("start_ts",), ("end_ts", "duration_ns"), ("operation",)], profile.schema_version
+        )
         profile.unknown_columns["CcOp"] = _unknown(cc, "CcOp")
         args = F.records_json(cc)
         cc = F.times(cc.rename(columns=CC_FIELDS), origin)
         cc["args"] = args
         profile.ccops = F.finish_ccops(cc)
     if "SystemProfileEvents" in files:
-        sp = _read(files["SystemProfileEvents"], "SystemProfileEvents", [("name",), ("start_ts",), ("end_ts", "duration_ns")], profile.schema_version)
+        sp = _read(
+            files["SystemProfileEvents"],
+            "SystemProfileEvents",
+            [("name",), ("start_ts",), ("end_ts", "duration_ns")],
+            profile.schema_version,
+        )
         profile.unknown_columns["SystemProfileEvents"] = _unknown(sp, "SystemProfileEvents")
         args = F.records_json(sp)
         sp = F.times(sp.rename(columns=SYSTEM_FIELDS), 0)
@@ -169,12 +319,17 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
         ex = _read(files["ExecutionInfo"], "ExecutionInfo")
         if {"execution_start_ts", "execution_end_ts"} <= set(ex.columns):
             ex = ex.dropna(subset=["execution_start_ts", "execution_end_ts"])
-            profile.executions = pd.DataFrame({
-                "index": pd.to_numeric(ex.get("execution_index", pd.Series(range(len(ex)))), errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
-                "start_ns": ex["execution_start_ts"].astype(np.int64).to_numpy(),
-                "end_ns": ex["execution_end_ts"].astype(np.int64).to_numpy(),
-                "neff_name": ex.get("neff_name", pd.Series([None] * len(ex))).to_numpy(),
-            })
+            profile.executions = pd.DataFrame(
+                {
+                    "index": pd.to_numeric(ex.get("execution_index", pd.Series(range(len(ex)))), errors="coerce")
+                    .fillna(-1)
+                    .astype(np.int64)
+                    .to_numpy(),
+                    "start_ns": ex["execution_start_ts"].astype(np.int64).to_numpy(),
+                    "end_ns": ex["execution_end_ts"].astype(np.int64).to_numpy(),
+                    "neff_name": ex.get("neff_name", pd.Series([None] * len(ex))).to_numpy(),
+                }
+            )
     if first_hw is not None and last_hw is not None and last_hw > first_hw:
         profile.span_ns = last_hw - first_hw
     profile.wall_origin_ns = _wall_clock(meta.get("first_ts"))
@@ -196,9 +351,7 @@ def _instructions(ins: pd.DataFrame, files: dict[str, list[Path]], origin: int, 
         if absent:
             profile.warn(f"{', '.join(absent)} table(s) missing: instructions keep no Python source lines")
         else:
-            src = F.resolve_stack_frames(
-                df["stack_frame_ids"], *(_read(files[t], t) for t in needed)
-            )
+            src = F.resolve_stack_frames(df["stack_frame_ids"], *(_read(files[t], t) for t in needed))
             df[["src_file", "src_line", "src_func"]] = src[["src_file", "src_line", "src_func"]]
     return F.finish_instructions(df, profile)
 
@@ -225,7 +378,9 @@ def _one_row(files: dict[str, list[Path]], table: str) -> dict[str, Any]:
         rows = pq.read_table(files[table][0]).slice(0, 1).to_pylist()
     except (pa.ArrowInvalid, OSError) as exc:
         why = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise TraceFormatError(f"{table} table is not readable Parquet ({why}); is the file truncated?", files[table][0]) from None
+        raise TraceFormatError(
+            f"{table} table is not readable Parquet ({why}); is the file truncated?", files[table][0]
+        ) from None
     return {k: v for k, v in rows[0].items() if v is not None} if rows else {}
 
 

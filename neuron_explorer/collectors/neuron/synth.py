@@ -111,22 +111,78 @@ def timeline(spec: SynthSpec) -> dict[str, pd.DataFrame]:
                 size = spec.transfer_bytes
                 if spec.small_transfer_bytes is not None and q == 0:
                     size = spec.small_transfer_bytes
-                drows.append((e, queue, q, t0 + j * slot, dur, size, "[INPUT]" if load else "[SB]", "[SB]" if load else "[OUTPUT]", f"t{q}_{j}"))
-    dma = pd.DataFrame(drows, columns=["execution", "queue", "queue_idx", "start_ns", "dur_ns", "bytes", "source", "dest", "variable"])
+                drows.append(
+                    (
+                        e,
+                        queue,
+                        q,
+                        t0 + j * slot,
+                        dur,
+                        size,
+                        "[INPUT]" if load else "[SB]",
+                        "[SB]" if load else "[OUTPUT]",
+                        f"t{q}_{j}",
+                    )
+                )
+    dma = pd.DataFrame(
+        drows, columns=["execution", "queue", "queue_idx", "start_ns", "dur_ns", "bytes", "source", "dest", "variable"]
+    )
     hbm_reads = int(dma.loc[dma["source"] != "[SB]", "bytes"].sum())
     reload_total = int(hbm_reads * spec.spill_reload_fraction / max(1 - spec.spill_reload_fraction, 1e-9))
     if reload_total > 0:
         per = max(reload_total // (2 * spec.executions), 1)
         spill = []
         for e, t0 in enumerate(ex_start.tolist()):
-            spill.append((e, "qScalarSpillReload0-Q1-E64", len(spec.dma_queues), t0 + 100_000, 50_000, per, "[SB]", "[SPILL]", "spill_save"))
-            spill.append((e, "qScalarSpillReload0-Q1-E64", len(spec.dma_queues), t0 + 600_000, 50_000, per, "[SPILL]", "[SB]", "spill_reload"))
-            spill.append((e, "qScalarSpillReload0-Q1-E64", len(spec.dma_queues), t0 + 900_000, 50_000, per, "[SPILL]", "[SB]", "spill_reload"))
+            spill.append(
+                (
+                    e,
+                    "qScalarSpillReload0-Q1-E64",
+                    len(spec.dma_queues),
+                    t0 + 100_000,
+                    50_000,
+                    per,
+                    "[SB]",
+                    "[SPILL]",
+                    "spill_save",
+                )
+            )
+            spill.append(
+                (
+                    e,
+                    "qScalarSpillReload0-Q1-E64",
+                    len(spec.dma_queues),
+                    t0 + 600_000,
+                    50_000,
+                    per,
+                    "[SPILL]",
+                    "[SB]",
+                    "spill_reload",
+                )
+            )
+            spill.append(
+                (
+                    e,
+                    "qScalarSpillReload0-Q1-E64",
+                    len(spec.dma_queues),
+                    t0 + 900_000,
+                    50_000,
+                    per,
+                    "[SPILL]",
+                    "[SB]",
+                    "spill_reload",
+                )
+            )
         dma = pd.concat([dma, pd.DataFrame(spill, columns=dma.columns)], ignore_index=True)
     dma["id"] = np.arange(len(dma), dtype=np.int64)
     dma["is_reload"] = dma["variable"] == "spill_reload"
     cc = pd.DataFrame(cc_rows, columns=["execution", "start_ns", "dur_ns"])
-    ex = pd.DataFrame({"execution_index": np.arange(spec.executions, dtype=np.int32), "start_ns": ex_start, "end_ns": ex_start + spec.exec_ns})
+    ex = pd.DataFrame(
+        {
+            "execution_index": np.arange(spec.executions, dtype=np.int32),
+            "start_ns": ex_start,
+            "end_ns": ex_start + spec.exec_ns,
+        }
+    )
     return {"instructions": ins, "dmas": dma, "ccops": cc, "executions": ex}
 
 
@@ -155,24 +211,26 @@ def summary(spec: SynthSpec, tl: dict[str, pd.DataFrame]) -> dict[str, Any]:
     transpose = int(ins["flops_transpose"].sum())
     hbm_read = int(dma.loc[~dma["source"].isin(["[SB]"]), "bytes"].sum())
     hbm_write = int(dma.loc[~dma["dest"].isin(["[SB]"]), "bytes"].sum())
-    out.update({
-        "dma_active_time": dma_active / 1e9,
-        "dma_active_time_percent": dma_active / total_ns * frac,
-        "dma_transfer_count": len(dma),
-        "dma_transfer_total_bytes": int(dma["bytes"].sum()),
-        "dma_transfer_average_bytes": float(dma["bytes"].mean()),
-        "hardware_flops": hardware,
-        "transpose_flops": transpose,
-        "model_flops": hardware - transpose,
-        "mfu_estimated_percent": (hardware - transpose) / (TE_PEAK_FLOPS_PER_S * total_ns / 1e9) * frac,
-        "hfu_estimated_percent": hardware / (TE_PEAK_FLOPS_PER_S * total_ns / 1e9) * frac,
-        "mbu_estimated_percent": (hbm_read + hbm_write) / (total_ns / 1e9) / 4.1e11 * frac,
-        "hbm_read_bytes": hbm_read,
-        "hbm_write_bytes": hbm_write,
-        "spill_save_bytes": int(dma.loc[dma["variable"] == "spill_save", "bytes"].sum()),
-        "spill_reload_bytes": int(dma.loc[dma["is_reload"], "bytes"].sum()),
-        "matmul_instruction_count": int((ins["opcode"] == "MATMUL").sum()),
-    })
+    out.update(
+        {
+            "dma_active_time": dma_active / 1e9,
+            "dma_active_time_percent": dma_active / total_ns * frac,
+            "dma_transfer_count": len(dma),
+            "dma_transfer_total_bytes": int(dma["bytes"].sum()),
+            "dma_transfer_average_bytes": float(dma["bytes"].mean()),
+            "hardware_flops": hardware,
+            "transpose_flops": transpose,
+            "model_flops": hardware - transpose,
+            "mfu_estimated_percent": (hardware - transpose) / (TE_PEAK_FLOPS_PER_S * total_ns / 1e9) * frac,
+            "hfu_estimated_percent": hardware / (TE_PEAK_FLOPS_PER_S * total_ns / 1e9) * frac,
+            "mbu_estimated_percent": (hbm_read + hbm_write) / (total_ns / 1e9) / 4.1e11 * frac,
+            "hbm_read_bytes": hbm_read,
+            "hbm_write_bytes": hbm_write,
+            "spill_save_bytes": int(dma.loc[dma["variable"] == "spill_save", "bytes"].sum()),
+            "spill_reload_bytes": int(dma.loc[dma["is_reload"], "bytes"].sum()),
+            "matmul_instruction_count": int((ins["opcode"] == "MATMUL").sum()),
+        }
+    )
     if len(tl["ccops"]):
         cc = tl["ccops"]
         out["cc_op_count"] = len(cc)
@@ -193,7 +251,9 @@ def _write(table: pd.DataFrame | pa.Table, path: Path) -> None:
     pq.write_table(t, path)
 
 
-def write_parquet_export(directory: str | Path, spec: SynthSpec | None = None, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+def write_parquet_export(
+    directory: str | Path, spec: SynthSpec | None = None, drop: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Write a Parquet export of the planted run; ``drop`` leaves tables out. Returns the truth."""
     spec = spec or SynthSpec()
     d = Path(directory)
@@ -202,102 +262,191 @@ def write_parquet_export(directory: str | Path, spec: SynthSpec | None = None, d
     ins, dma = tl["instructions"], tl["dmas"]
     origin = spec.first_hw_timestamp
     n = len(ins)
-    instruction = pd.DataFrame({
-        "start_ts": ins["start_ns"] + origin,
-        "end_ts": ins["start_ns"] + ins["dur_ns"] + origin,
-        "duration_ns": ins["dur_ns"],
-        "engine": ins["engine"].str.lower(),
-        "timeline_track": np.where(ins["engine"] == "Tensor", "TensorMatrix", ins["engine"]),
-        "pcore_idx": np.zeros(n, np.int64),
-        "opcode": ins["opcode"],
-        "operands": "src=0x1000 dst=0x2000 size=512",
-        "id": ins["id"],
-        "pc": ins["pc"],
-        "bir_id": "sg0000:" + ins["id"].astype(str),
-        "hlo_name": np.where(ins["engine"] == "Tensor", "dot.1", "add.2"),
-        "layer": "layer_1",
-        "stack_frame_ids": np.where(ins["stack_frame"] > 0, "[" + ins["stack_frame"].astype(str) + "]", None),
-        "evt_wait_time_ns": np.full(n, 50, np.int64),
-        "hbm_read_bytes": ins["hbm_read_bytes"],
-        "hbm_write_bytes": ins["hbm_write_bytes"],
-        "spill_save_bytes": np.zeros(n, np.int64),
-        "spill_reload_bytes": np.zeros(n, np.int64),
-        "tensor_instruction_type": np.where(ins["is_transpose"], "TRANSPOSE", np.where(ins["engine"] == "Tensor", "REGULAR", None)),
-        "raw_flops": ins["raw_flops"],
-        "adjusted_flops": ins["raw_flops"],
-        "flops_transpose": ins["flops_transpose"],
-        **{k: v for k, v in spec.extra.get("instruction_columns", {}).items()},
-    })
+    instruction = pd.DataFrame(
+        {
+            "start_ts": ins["start_ns"] + origin,
+            "end_ts": ins["start_ns"] + ins["dur_ns"] + origin,
+            "duration_ns": ins["dur_ns"],
+            "engine": ins["engine"].str.lower(),
+            "timeline_track": np.where(ins["engine"] == "Tensor", "TensorMatrix", ins["engine"]),
+            "pcore_idx": np.zeros(n, np.int64),
+            "opcode": ins["opcode"],
+            "operands": "src=0x1000 dst=0x2000 size=512",
+            "id": ins["id"],
+            "pc": ins["pc"],
+            "bir_id": "sg0000:" + ins["id"].astype(str),
+            "hlo_name": np.where(ins["engine"] == "Tensor", "dot.1", "add.2"),
+            "layer": "layer_1",
+            "stack_frame_ids": np.where(ins["stack_frame"] > 0, "[" + ins["stack_frame"].astype(str) + "]", None),
+            "evt_wait_time_ns": np.full(n, 50, np.int64),
+            "hbm_read_bytes": ins["hbm_read_bytes"],
+            "hbm_write_bytes": ins["hbm_write_bytes"],
+            "spill_save_bytes": np.zeros(n, np.int64),
+            "spill_reload_bytes": np.zeros(n, np.int64),
+            "tensor_instruction_type": np.where(
+                ins["is_transpose"], "TRANSPOSE", np.where(ins["engine"] == "Tensor", "REGULAR", None)
+            ),
+            "raw_flops": ins["raw_flops"],
+            "adjusted_flops": ins["raw_flops"],
+            "flops_transpose": ins["flops_transpose"],
+            **{k: v for k, v in spec.extra.get("instruction_columns", {}).items()},
+        }
+    )
     if "Instruction" not in drop:
         half = n // 2
         _write(instruction.iloc[:half], d / "Instruction_0.parquet")
         _write(instruction.iloc[half:], d / "Instruction_1.parquet")
     m = len(dma)
-    aggregated = pd.DataFrame({
-        "start_ts": dma["start_ns"] + origin, "end_ts": dma["start_ns"] + dma["dur_ns"] + origin, "duration_ns": dma["dur_ns"],
-        "id": dma["id"], "pcore_idx": np.zeros(m, np.int64), "block_id": np.arange(m, dtype=np.int32),
-        "queue_idx": dma["queue_idx"].astype(np.int64), "queue_name": dma["queue"],
-        "queue_type": np.where(dma["queue"].str.contains("Spill"), "data", "input"), "op": "read",
-        "variable": dma["variable"], "read_bytes": dma["bytes"], "write_bytes": dma["bytes"], "transfer_bytes": dma["bytes"],
-        "throughput": dma["bytes"] / (dma["dur_ns"] / 1e9), "source": dma["source"], "dest": dma["dest"],
-        "semaphore_id": "S[10] (qSyncIO0)",
-    })
+    aggregated = pd.DataFrame(
+        {
+            "start_ts": dma["start_ns"] + origin,
+            "end_ts": dma["start_ns"] + dma["dur_ns"] + origin,
+            "duration_ns": dma["dur_ns"],
+            "id": dma["id"],
+            "pcore_idx": np.zeros(m, np.int64),
+            "block_id": np.arange(m, dtype=np.int32),
+            "queue_idx": dma["queue_idx"].astype(np.int64),
+            "queue_name": dma["queue"],
+            "queue_type": np.where(dma["queue"].str.contains("Spill"), "data", "input"),
+            "op": "read",
+            "variable": dma["variable"],
+            "read_bytes": dma["bytes"],
+            "write_bytes": dma["bytes"],
+            "transfer_bytes": dma["bytes"],
+            "throughput": dma["bytes"] / (dma["dur_ns"] / 1e9),
+            "source": dma["source"],
+            "dest": dma["dest"],
+            "semaphore_id": "S[10] (qSyncIO0)",
+        }
+    )
     if "DmaPacketAggregated" not in drop:
         _write(aggregated, d / "DmaPacketAggregated.parquet")
     if len(tl["ccops"]) and "CcOp" not in drop:
         cc = tl["ccops"]
         nbytes = 8 * 1024 * 1024
-        _write(pd.DataFrame({
-            "start_ts": cc["start_ns"] + origin, "end_ts": cc["start_ns"] + cc["dur_ns"] + origin, "duration_ns": cc["dur_ns"],
-            "operation": "AllReduce", "algorithm": "Ring", "num_elements": np.full(len(cc), nbytes // 2, np.int64), "dtype": "bf16",
-            "op_id": np.arange(len(cc), dtype=np.int64), "stream_id": np.zeros(len(cc), np.int64), "stream_index": np.zeros(len(cc), np.int64),
-            "trigger_engine": "Pool", "input_size": np.full(len(cc), nbytes, np.int64), "output_size": np.full(len(cc), nbytes, np.int64),
-            "bus_bandwidth": nbytes / (cc["dur_ns"] / 1e9),
-        }), d / "CcOp.parquet")
+        _write(
+            pd.DataFrame(
+                {
+                    "start_ts": cc["start_ns"] + origin,
+                    "end_ts": cc["start_ns"] + cc["dur_ns"] + origin,
+                    "duration_ns": cc["dur_ns"],
+                    "operation": "AllReduce",
+                    "algorithm": "Ring",
+                    "num_elements": np.full(len(cc), nbytes // 2, np.int64),
+                    "dtype": "bf16",
+                    "op_id": np.arange(len(cc), dtype=np.int64),
+                    "stream_id": np.zeros(len(cc), np.int64),
+                    "stream_index": np.zeros(len(cc), np.int64),
+                    "trigger_engine": "Pool",
+                    "input_size": np.full(len(cc), nbytes, np.int64),
+                    "output_size": np.full(len(cc), nbytes, np.int64),
+                    "bus_bandwidth": nbytes / (cc["dur_ns"] / 1e9),
+                }
+            ),
+            d / "CcOp.parquet",
+        )
     ex = tl["executions"]
     if "ExecutionInfo" not in drop:
-        _write(pd.DataFrame({"execution_index": ex["execution_index"], "neff_name": "model.neff",
-                             "execution_start_ts": ex["start_ns"], "execution_end_ts": ex["end_ns"]}), d / "ExecutionInfo.parquet")
+        _write(
+            pd.DataFrame(
+                {
+                    "execution_index": ex["execution_index"],
+                    "neff_name": "model.neff",
+                    "execution_start_ts": ex["start_ns"],
+                    "execution_end_ts": ex["end_ns"],
+                }
+            ),
+            d / "ExecutionInfo.parquet",
+        )
     if spec.stack_frames and "StackFrame" not in drop:
-        _write(pd.DataFrame({"id": ["1", "2", "3", "4"], "file_location_id": np.array([1, 2, 3, 4], np.int32), "parent_frame_id": ["2", "0", "4", "0"]}), d / "StackFrame.parquet")
-        _write(pd.DataFrame({"id": ["1", "2", "3", "4"], "file_name_id": np.array([1, 2, 1, 2], np.int32),
-                             "function_name_id": np.array([1, 2, 1, 3], np.int32), "line_number": np.array([125, 42, 130, 57], np.int32)}), d / "StackFrameFileLocation.parquet")
+        _write(
+            pd.DataFrame(
+                {
+                    "id": ["1", "2", "3", "4"],
+                    "file_location_id": np.array([1, 2, 3, 4], np.int32),
+                    "parent_frame_id": ["2", "0", "4", "0"],
+                }
+            ),
+            d / "StackFrame.parquet",
+        )
+        _write(
+            pd.DataFrame(
+                {
+                    "id": ["1", "2", "3", "4"],
+                    "file_name_id": np.array([1, 2, 1, 2], np.int32),
+                    "function_name_id": np.array([1, 2, 1, 3], np.int32),
+                    "line_number": np.array([125, 42, 130, 57], np.int32),
+                }
+            ),
+            d / "StackFrameFileLocation.parquet",
+        )
         _write(pd.DataFrame({"id": ["1", "2"], "name": [LIB_FILE, USER_FILE]}), d / "StackFrameFileName.parquet")
-        _write(pd.DataFrame({"id": ["1", "2", "3"], "name": ["forward", "attention", "mlp"]}), d / "StackFrameFunctionName.parquet")
+        _write(
+            pd.DataFrame({"id": ["1", "2", "3"], "name": ["forward", "attention", "mlp"]}),
+            d / "StackFrameFunctionName.parquet",
+        )
     summ = summary(spec, tl)
     if "Summary" not in drop:
         _write(pd.DataFrame([summ]), d / "Summary.parquet")
     span = int(ex["end_ns"].max())
     meta = {
-        "profile_schema_version": spec.schema_version, "ntff_version": 6, "num_physical_cores": 1, "vnc_enabled": False,
-        "first_hw_timestamp": origin, "last_hw_timestamp": origin + span,
+        "profile_schema_version": spec.schema_version,
+        "ntff_version": 6,
+        "num_physical_cores": 1,
+        "vnc_enabled": False,
+        "first_hw_timestamp": origin,
+        "last_hw_timestamp": origin + span,
         "first_ts": pd.Timestamp(spec.host_origin_ns, unit="ns", tz="UTC").isoformat(),
         "last_ts": pd.Timestamp(spec.host_origin_ns + span, unit="ns", tz="UTC").isoformat(),
-        "dma_ddr_bandwidth": 1.0e11, "num_dma_engines_per_neuroncore": 16, "hbm_ddr_bandwidth": 4.1e11,
-        "tensor_engine_num_rows": 128, "tensor_engine_num_cols": 128, "tensor_engine_clock_freq": 1.4,
-        "vector_engine_clock_freq": 1.4, "neuroncore_clock_freq": 1.4, "ticks_per_nanosec": 1,
-        "instance_type": "trn1.32xlarge", "runtime_version": "2.25.0", "neuroncore_idx": 0, "neuron_device_idx": 0,
+        "dma_ddr_bandwidth": 1.0e11,
+        "num_dma_engines_per_neuroncore": 16,
+        "hbm_ddr_bandwidth": 4.1e11,
+        "tensor_engine_num_rows": 128,
+        "tensor_engine_num_cols": 128,
+        "tensor_engine_clock_freq": 1.4,
+        "vector_engine_clock_freq": 1.4,
+        "neuroncore_clock_freq": 1.4,
+        "ticks_per_nanosec": 1,
+        "instance_type": "trn1.32xlarge",
+        "runtime_version": "2.25.0",
+        "neuroncore_idx": 0,
+        "neuron_device_idx": 0,
     }
     if "Metadata" not in drop:
         _write(pd.DataFrame([meta]), d / "Metadata.parquet")
-    _write(pd.DataFrame({"table_name": ["Instruction", "Instruction", "Summary"], "field_name": ["start_ts", "duration_ns", "mfu_estimated_percent"],
-                         "field_description": ["start", "duration", "MFU"], "field_type": ["integer", "integer", "number"],
-                         "field_unit": ["nanoseconds", "nanoseconds", "percent"], "field_required": [True, True, False]}), d / "SchemaFields.parquet")
+    _write(
+        pd.DataFrame(
+            {
+                "table_name": ["Instruction", "Instruction", "Summary"],
+                "field_name": ["start_ts", "duration_ns", "mfu_estimated_percent"],
+                "field_description": ["start", "duration", "MFU"],
+                "field_type": ["integer", "integer", "number"],
+                "field_unit": ["nanoseconds", "nanoseconds", "percent"],
+                "field_required": [True, True, False],
+            }
+        ),
+        d / "SchemaFields.parquet",
+    )
     host = host_exec_starts(spec, tl)
     if spec.system_profile and "SystemProfileEvents" not in drop:
         k = len(host)
-        sp = pd.DataFrame({
-            "id": np.arange(2 * k, dtype=np.int64),
-            "name": ["nrt_execute"] * k + ["nc_exec_running"] * k,
-            "start_ts": np.concatenate([host - 30_000, host]),
-            "end_ts": np.concatenate([host + spec.exec_ns + 20_000, host + spec.exec_ns]),
-            "duration_ns": np.concatenate([np.full(k, spec.exec_ns + 50_000), np.full(k, spec.exec_ns)]),
-            "trace_event_source": ["neuron_rt"] * k + ["neuron_hw"] * k,
-            "instance_id": "i-0b1ea78ca2865fd32", "process_id": np.full(2 * k, 4242, np.int64),
-            "thread_id": np.full(2 * k, 4243, np.int64), "nc_idx": np.zeros(2 * k, np.int64),
-            "flow_id": [[str(100 + i)] for i in range(k)] * 2, "framework_stream_id": "0",
-            "extra_attributes_json": '{"model_id": 1}',
-        })
+        sp = pd.DataFrame(
+            {
+                "id": np.arange(2 * k, dtype=np.int64),
+                "name": ["nrt_execute"] * k + ["nc_exec_running"] * k,
+                "start_ts": np.concatenate([host - 30_000, host]),
+                "end_ts": np.concatenate([host + spec.exec_ns + 20_000, host + spec.exec_ns]),
+                "duration_ns": np.concatenate([np.full(k, spec.exec_ns + 50_000), np.full(k, spec.exec_ns)]),
+                "trace_event_source": ["neuron_rt"] * k + ["neuron_hw"] * k,
+                "instance_id": "i-0b1ea78ca2865fd32",
+                "process_id": np.full(2 * k, 4242, np.int64),
+                "thread_id": np.full(2 * k, 4243, np.int64),
+                "nc_idx": np.zeros(2 * k, np.int64),
+                "flow_id": [[str(100 + i)] for i in range(k)] * 2,
+                "framework_stream_id": "0",
+                "extra_attributes_json": '{"model_id": 1}',
+            }
+        )
         _write(sp, d / "SystemProfileEvents.parquet")
     return {"spec": spec, "timeline": tl, "summary": summ, "metadata": meta, "host_exec_starts": host, "origin": origin}
 
@@ -307,32 +456,70 @@ def write_legacy_json(path: str | Path, spec: SynthSpec | None = None, gz: bool 
     spec = spec or SynthSpec()
     tl = timeline(spec)
     ins, dma = tl["instructions"], tl["dmas"]
-    label = np.where(ins["engine"] == "Tensor", np.where(np.arange(len(ins)) % 2 == 0, "Tensor", "TensorMatrix"), ins["engine"])
-    instruction = pd.DataFrame({
-        "timestamp": ins["start_ns"], "duration": ins["dur_ns"], "label": label, "subgroup": ins["engine"],
-        "opcode": ins["opcode"], "operands": "src=0x1000 dst=0x2000", "hlo_name": np.where(ins["engine"] == "Tensor", "dot.1", "add.2"),
-        "layer": "layer_1", "bir_id": ins["id"], "evt_wait_time": 50, "hbm_read_bytes": ins["hbm_read_bytes"],
-        "hbm_write_bytes": ins["hbm_write_bytes"], "predecessors": "[]",
-        "nki_source_location": np.where(ins["engine"] == "Tensor", f"{USER_FILE}:42", None),
-    })
+    label = np.where(
+        ins["engine"] == "Tensor", np.where(np.arange(len(ins)) % 2 == 0, "Tensor", "TensorMatrix"), ins["engine"]
+    )
+    instruction = pd.DataFrame(
+        {
+            "timestamp": ins["start_ns"],
+            "duration": ins["dur_ns"],
+            "label": label,
+            "subgroup": ins["engine"],
+            "opcode": ins["opcode"],
+            "operands": "src=0x1000 dst=0x2000",
+            "hlo_name": np.where(ins["engine"] == "Tensor", "dot.1", "add.2"),
+            "layer": "layer_1",
+            "bir_id": ins["id"],
+            "evt_wait_time": 50,
+            "hbm_read_bytes": ins["hbm_read_bytes"],
+            "hbm_write_bytes": ins["hbm_write_bytes"],
+            "predecessors": "[]",
+            "nki_source_location": np.where(ins["engine"] == "Tensor", f"{USER_FILE}:42", None),
+        }
+    )
     dmas = [
-        {"timestamp": int(r.start_ns), "duration": int(r.dur_ns), "transfer_size": int(r.bytes), "read_size": int(r.bytes),
-         "write_size": int(r.bytes), "transfer_rate": r.bytes / (r.dur_ns / 1e9), "source": [[r.source.strip("[]")]],
-         "dest": [r.dest.strip("[]")], "variable": r.variable, "queue_type": "data", "dma_queue": int(r.queue_idx),
-         "dma_engine": int(r.queue_idx), "subgroup": r.queue, "semaphore_id": 10, "is_cc_dma": False}
+        {
+            "timestamp": int(r.start_ns),
+            "duration": int(r.dur_ns),
+            "transfer_size": int(r.bytes),
+            "read_size": int(r.bytes),
+            "write_size": int(r.bytes),
+            "transfer_rate": r.bytes / (r.dur_ns / 1e9),
+            "source": [[r.source.strip("[]")]],
+            "dest": [r.dest.strip("[]")],
+            "variable": r.variable,
+            "queue_type": "data",
+            "dma_queue": int(r.queue_idx),
+            "dma_engine": int(r.queue_idx),
+            "subgroup": r.queue,
+            "semaphore_id": 10,
+            "is_cc_dma": False,
+        }
         for r in dma.itertuples(index=False)
     ]
     summ = summary(spec, tl)
     summ.update({"nc_idx": 0, "nd_idx": 0})
     span = int(tl["executions"]["end_ns"].max())
     first_ticks = int(spec.first_hw_timestamp * spec.ticks_per_nanosec)
-    meta = {"ticks_per_nanosec": spec.ticks_per_nanosec, "first_hw_timestamp": first_ticks,
-            "last_hw_timestamp": first_ticks + round(span * spec.ticks_per_nanosec), "pe_clock_freq": 1.4e9,
-            "num_physical_cores": 1, "ntff_version": 5, "data_version": "2.14.0"}
+    meta = {
+        "ticks_per_nanosec": spec.ticks_per_nanosec,
+        "first_hw_timestamp": first_ticks,
+        "last_hw_timestamp": first_ticks + round(span * spec.ticks_per_nanosec),
+        "pe_clock_freq": 1.4e9,
+        "num_physical_cores": 1,
+        "ntff_version": 5,
+        "data_version": "2.14.0",
+    }
     doc = {
-        "summary": [summ], "summary_groups": [], "summary_group_order": [], "terminology": [],
-        "instruction": json.loads(instruction.to_json(orient="records")), "dma": dmas, "active_time": [],
-        "metadata": [meta], "warnings": [],
+        "summary": [summ],
+        "summary_groups": [],
+        "summary_group_order": [],
+        "terminology": [],
+        "instruction": json.loads(instruction.to_json(orient="records")),
+        "dma": dmas,
+        "active_time": [],
+        "metadata": [meta],
+        "warnings": [],
     }
     data = json.dumps(doc).encode()
     path = Path(path)
@@ -350,8 +537,18 @@ def write_framework_trace(path: str | Path, spec: SynthSpec | None = None, launc
     pid, tid = 4242, 4243
 
     def span(name: str, cat: str, start_ns: int, dur_ns: int, args: dict[str, Any] | None = None) -> None:
-        events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
-                       "ts": f"{start_ns // 1000}.{start_ns % 1000:03d}", "dur": dur_ns / 1000, "args": args or {}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": pid,
+                "tid": tid,
+                "ts": f"{start_ns // 1000}.{start_ns % 1000:03d}",
+                "dur": dur_ns / 1000,
+                "args": args or {},
+            }
+        )
 
     for i, t in enumerate(host.tolist()):
         s0 = t - 200_000
@@ -359,7 +556,13 @@ def write_framework_trace(path: str | Path, spec: SynthSpec | None = None, launc
         span(f"{USER_FILE}(88): train_step", "python_function", s0 + 1_000, spec.exec_ns + 300_000)
         span("neuron::graph_execute", "cpu_op", s0 + 2_000, spec.exec_ns + 250_000, {"External id": 10 + i})
         if launches:
-            span("nrt_execute", "privateuse1_runtime", t - 30_000, 25_000, {"External id": 10 + i, "correlation": 500 + i})
+            span(
+                "nrt_execute",
+                "privateuse1_runtime",
+                t - 30_000,
+                25_000,
+                {"External id": 10 + i, "correlation": 500 + i},
+            )
     # Kineto writes ts as decimal microseconds with ns digits; write them as exact text.
     parts = [json.dumps({k: v for k, v in e.items() if k != "ts"})[:-1] + f', "ts": {e["ts"]}}}' for e in events]
     Path(path).write_text('{"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": [' + ",\n".join(parts) + "]}")
