@@ -7,7 +7,7 @@ and memory follows the output columns, not the JSON. Each chunk is decoded by ms
 (lossless), and ``ts`` is parsed exactly (integers as int64, <= 3 decimals through float64
 where that is exact, else as decimals), so ``1712195495519689.047`` keeps its last digit.
 Typed arguments are decoded per category, where they are dense. Columns are built from
-buffers (``collectors.columns``): no per-event Python beyond attribute reads and C-level maps,
+buffers (``trace.arrow``): no per-event Python beyond attribute reads and C-level maps,
 no pandas import. The cyclic garbage collector is paused during the import (the decoded
 objects hold no cycles). Everything after decoding is columnar (``collectors.normalize``).
 """
@@ -33,14 +33,14 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from neuron_explorer.collectors._conversion import conversion_settings
-from neuron_explorer.collectors.columns import (
+from neuron_explorer.collectors.normalize import RawEvents, build_trace
+from neuron_explorer.trace.arrow import (
     dictionary_array,
     from_numpy,
     loose_array,
     string_array,
     to_numpy,
 )
-from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
 

@@ -34,15 +34,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer import __version__
-from neuron_explorer.collectors.columns import (
+from neuron_explorer.collectors.source_attribution import attribute_source
+from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.trace.arrow import (
     dict_parts,
     dictionary_from_codes,
     from_numpy,
     string_array,
     to_numpy,
 )
-from neuron_explorer.collectors.source_attribution import attribute_source
-from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import COLUMN_BY_NAME, EVENTS_SCHEMA, SCHEMA_VERSION, Kind
 

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from neuron_explorer.collectors.columns import dict_parts, dictionary_from_codes, from_numpy
 from neuron_explorer.collectors.source_map import UserCode, module_name, parse_python_frame
+from neuron_explorer.trace.arrow import dict_parts, dictionary_from_codes, from_numpy
 from neuron_explorer.trace.schema import Kind, Precision
 
 

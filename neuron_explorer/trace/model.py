@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from neuron_explorer.trace.arrow import string_array
 from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.errors import SchemaVersionError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.schema import (
@@ -130,7 +131,7 @@ class Trace:
         """The events of the given kinds (all when None), with only the given columns."""
         table = self.events
         if kinds is not None:
-            kind_values = pa.array(list(kinds), pa.string())
+            kind_values = string_array(list(kinds))  # not pa.array: it imports pandas
             mask = pc.is_in(pc.cast(table["kind"], pa.string()), value_set=kind_values)
             table = table.filter(mask)
         if columns is not None:

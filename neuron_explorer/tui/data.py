@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.trace.arrow import string_array, to_numpy
 from neuron_explorer.trace.errors import AnalysisError, NeuronExplorerError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
@@ -117,7 +118,7 @@ class TraceSource:
         """Devices, ranks, steps and time span, from the trace alone (fast: paints first)."""
         e = self.trace.events
         kind = self._kind_strings
-        timed = pc.invert(pc.is_in(kind, value_set=pa.array(list(_TIMED_OUT))))
+        timed = pc.invert(pc.is_in(kind, value_set=string_array(list(_TIMED_OUT))))
         starts = pc.filter(e["start_ns"], timed)
         ends = pc.add(starts, pc.filter(e["dur_ns"], timed))
         start = int(pc.min(starts).as_py() or 0) if len(starts) else 0
@@ -128,11 +129,9 @@ class TraceSource:
         dev = self.trace.select(DEVICE_KINDS, ["rank", "device_type", "device", "stream", "dur_ns"])
         devices: list[DeviceSummary] = []
         if dev.num_rows:
-            ints = {
-                c: pc.fill_null(dev[c], -1).to_numpy().astype(np.int64) for c in ("rank", "device", "stream", "dur_ns")
-            }
+            ints = {c: to_numpy(dev[c], fill=-1).astype(np.int64) for c in ("rank", "device", "stream", "dur_ns")}
             types = pc.dictionary_encode(pc.cast(dev["device_type"], pa.string())).combine_chunks()
-            type_idx = types.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            type_idx = to_numpy(types.indices, fill=-1).astype(np.int64)
             keys = np.stack([ints["rank"], type_idx, ints["device"]], axis=1)
             groups, which = np.unique(keys, axis=0, return_inverse=True)
             which = which.ravel()

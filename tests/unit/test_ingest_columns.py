@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 import neuron_explorer.collectors.kineto_json as kineto_json
-from neuron_explorer.collectors.columns import (
+from neuron_explorer.collectors.kineto_json import import_kineto_json
+from neuron_explorer.trace.arrow import (
     dict_parts,
     dictionary_array,
     dictionary_from_codes,
@@ -24,7 +25,6 @@ from neuron_explorer.collectors.columns import (
     loose_array,
     to_numpy,
 )
-from neuron_explorer.collectors.kineto_json import import_kineto_json
 from tests.conftest import shared_fixture
 
 

@@ -1,6 +1,6 @@
 """Arrow arrays from numpy arrays and Python lists, built from buffers.
 
-Collectors turn millions of decoded values into Arrow columns. ``pa.array(...)`` on a Python
+Collectors (and views that must start fast) turn millions of decoded values into Arrow columns. ``pa.array(...)`` on a Python
 list or a numpy array (and ``Array.to_numpy``, ``pa.scalar``) imports pandas in pyarrow 26:
 ~0.15 s of CPU and ~38 MB of RSS that a ``convert`` never needs. These helpers build the same
 arrays with ``pa.Array.from_buffers`` and read them back with ``np.frombuffer``; they fall back
