@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.trace.arrow import string_array, to_numpy
-from neuron_explorer.trace.errors import AnalysisError, NeuronExplorerError
+from neuron_explorer.trace.errors import AnalysisError, NeuronExplorerError, TraceFormatError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 from neuron_explorer.tui.isolate import AnalysisProcess
@@ -84,7 +84,13 @@ class TraceSource:
 
         p = Path(path)
         if p.is_dir() or p.suffix.lower() in (".parquet", ".pq"):
-            trace = Trace.read(p, columns=VIEW_COLUMNS)
+            try:
+                trace = Trace.read(p, columns=VIEW_COLUMNS)
+            except TraceFormatError:
+                if not p.is_dir():
+                    raise
+                # not a run directory of Parquet traces: a Neuron export directory, say
+                return cls(load(p, progress=progress), name=p.name)
             return cls(trace, full_trace=lambda: Trace.read(p), name=p.name, analysis_path=p)
         trace = load(p, progress=progress)  # a JSON trace is imported whole, once
         return cls(trace, name=p.name)

@@ -63,3 +63,28 @@ def test_convert_with_a_broken_device_profile_fails_with_one_line(tmp_path: Path
     assert r.returncode == 3
     assert "Instruction table is not readable Parquet" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "j.parquet").exists()
+
+
+@pytest.mark.parametrize("source", ["joined", "export"])
+async def test_tui_and_mcp_catalog_open_neuron_traces(joined: Path, source: str) -> None:
+    # The TUI's data source and the agent server's catalog both read a joined trace and a raw
+    # Neuron export directory (imported on the fly), and the TUI paints its overview from it.
+    from neuron_explorer.agents.catalog import TraceCatalog
+    from neuron_explorer.tui.app import ExplorerApp
+    from neuron_explorer.tui.data import TraceSource
+
+    path = joined if source == "joined" else joined.parent / "device"
+    src = TraceSource.open(path)
+    overview = src.overview()
+    assert "neuron" in overview.device_types and overview.num_events > 0
+    catalog = TraceCatalog.open([path])
+    assert [t.trace.num_events for t in catalog] == [src.trace.num_events]
+    app = ExplorerApp(src)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(100):  # the overview is computed in a worker
+            if app.first_paint_s is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        text = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+    assert app.first_paint_s is not None and "neuron" in text
