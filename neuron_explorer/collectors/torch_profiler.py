@@ -99,7 +99,7 @@ class profile(torch.profiler.profile):
         if activities is None:
             activities = sorted(torch.profiler.supported_activities(), key=lambda a: int(a.value))
         activities = list(activities)
-        self._init_args: dict[str, Any] = dict(
+        torch_args: dict[str, Any] = dict(
             activities=activities,
             schedule=schedule,
             on_trace_ready=on_trace_ready,
@@ -108,24 +108,18 @@ class profile(torch.profiler.profile):
             with_stack=with_stack,
             with_flops=with_flops,
             with_modules=with_modules,
+            **torch_kwargs,
+        )
+        # Everything needed to build a fresh profiler (the decorator form makes one per call).
+        self._init_args: dict[str, Any] = dict(
+            torch_args,
             output=output,
             user_code=user_code,
             background=background,
             max_pending=max_pending,
             on_error=on_error,
-            **torch_kwargs,
         )
-        super().__init__(
-            activities=activities,
-            schedule=schedule,
-            on_trace_ready=on_trace_ready,
-            record_shapes=record_shapes,
-            profile_memory=profile_memory,
-            with_stack=with_stack,
-            with_flops=with_flops,
-            with_modules=with_modules,
-            **torch_kwargs,
-        )
+        super().__init__(**torch_args)
         self.output = Path(output) if output is not None else None
         self.user_code = user_code or default_user_code()
         self.background = background
