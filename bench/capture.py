@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import neuron_explorer as ne
+from neuron_explorer.collectors._conversion import conversion_settings
 from neuron_explorer.collectors.capture_convert import convert_results
 from neuron_explorer.collectors.torch_profiler import default_user_code
 
@@ -131,9 +132,11 @@ def main() -> None:
         per_step = n / steps
         steps = int(args.events / per_step) + 1
     t0 = time.perf_counter()
-    trace = convert_results(p.profiler.kineto_results, {"collector": "bench"}, default_user_code())
-    t1 = time.perf_counter()
-    trace.write(tmp / "rate.parquet")
+    # The same settings profile() converts under (GC paused, system allocator).
+    with conversion_settings():
+        trace = convert_results(p.profiler.kineto_results, {"collector": "bench"}, default_user_code())
+        t1 = time.perf_counter()
+        trace.write(tmp / "rate.parquet")
     t2 = time.perf_counter()
     t3 = time.perf_counter()
     p.export_chrome_trace(str(tmp / "rate.json"))
