@@ -146,11 +146,6 @@ _loose_array = loose_array
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-def is_json_trace(path: str | Path) -> bool:
-    name = str(path).lower()
-    return name.endswith(".json") or name.endswith(".json.gz")
-
-
 def import_kineto_json(path: str | Path, progress: ProgressCallback | None = None) -> Trace:
     """Read a Kineto/Chrome JSON trace into a ``Trace`` with every link resolved."""
     path = Path(path)

@@ -726,10 +726,6 @@ def _reorder(arr: pa.Array | pa.ChunkedArray, take: pa.Array) -> pa.Array:
     return out.chunk(0) if isinstance(out, pa.ChunkedArray) and out.num_chunks == 1 else out
 
 
-def dtypes_index(dtypes: list[str], codes: np.ndarray) -> np.ndarray:
-    return np.asarray(dtypes, dtype=object)[codes]
-
-
 def _assign_steps(
     kind: np.ndarray,
     name: _Words,

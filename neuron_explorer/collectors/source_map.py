@@ -8,27 +8,22 @@ separated substrings) adds more without code changes.
 
 from __future__ import annotations
 
-import os
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from neuron_explorer.trace.frames import LIBRARY_ROOTS, module_name, parse_python_frame
+from neuron_explorer.trace.frames import (
+    LIBRARY_MARKERS,
+    env_excludes,
+    is_library_path,
+    module_name,
+    parse_python_frame,
+)
 
 __all__ = ["DEFAULT_EXCLUDE", "UserCode", "module_name", "parse_python_frame"]
 
-#: Substrings that mark library code in any path (also in traces recorded on other machines).
-DEFAULT_EXCLUDE: tuple[str, ...] = (
-    "site-packages/",
-    "dist-packages/",
-    "/torch/",
-    "/lib/python3",
-    "/lib64/python3",
-    "<frozen ",
-    "<built-in",
-    "<string>",
-    "neuron_explorer/",
-)
+#: Substrings that mark library code in any path (the definition traces and rules share).
+DEFAULT_EXCLUDE: tuple[str, ...] = LIBRARY_MARKERS
 
 
 @dataclass(frozen=True)
@@ -40,10 +35,9 @@ class UserCode:
 
     @classmethod
     def default(cls, extra_exclude: Iterable[str] = (), include: Iterable[str] = ()) -> UserCode:
-        env = [p for p in os.environ.get("NEURON_EXPLORER_EXCLUDE", "").split(os.pathsep) if p]
         local = [sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")]
         exclude = DEFAULT_EXCLUDE + tuple(p.replace("\\", "/").rstrip("/") + "/" for p in local if p)
-        return cls(exclude + tuple(extra_exclude) + tuple(env), tuple(include))
+        return cls(exclude + tuple(extra_exclude) + env_excludes(), tuple(include))
 
     def is_user(self, path: str | None) -> bool:
         if not path:
@@ -51,6 +45,4 @@ class UserCode:
         p = path.replace("\\", "/")
         if any(s in p for s in self.include):
             return True
-        if p.startswith("<") or p.startswith(LIBRARY_ROOTS):  # relative to site-packages
-            return False
-        return not any(s in p for s in self.exclude)
+        return not is_library_path(p, self.exclude)
