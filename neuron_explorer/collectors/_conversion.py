@@ -1,12 +1,15 @@
 """The process settings every conversion runs under: the cyclic garbage collector paused, and
-Arrow buffers from the system allocator. Shared by the JSON import and in-process capture."""
+Arrow buffers from the system allocator (whose freed pages a conversion hands back with
+``release_freed_memory``). Shared by the JSON import and in-process capture."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,3 +42,25 @@ def conversion_settings() -> Iterator[None]:
                 pa.set_memory_pool(_STATE.pop("pool"))
                 if _STATE["gc_was_enabled"]:
                     gc.enable()
+
+
+def _load_malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc only; elsewhere freed memory goes back anyway
+    except (AttributeError, OSError):
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Give the heap's free pages back to the system (glibc ``malloc_trim``; a no-op elsewhere).
+
+    With the system allocator, the column chunks a conversion frees (tens of KB each, below
+    glibc's mmap threshold) stay in the heap as holes, and the larger reordered columns that
+    replace them are placed elsewhere: without a trim, RSS counts both (measured: +400 MB per
+    million events). A trim costs a few milliseconds per GB of heap.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

@@ -34,6 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer import __version__
+from neuron_explorer.collectors._conversion import release_freed_memory
+from neuron_explorer.collectors.deferred import DeferredTrace
+from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.source_attribution import attribute_source
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.arrow import (
@@ -276,25 +279,11 @@ def _host_parents(kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, start: np.
     p, t = pid[order], tid[order]
     new_thread = np.ones(order.size, bool)
     new_thread[1:] = (p[1:] != p[:-1]) | (t[1:] != t[:-1])
+    del p, t
     is_span = np.isin(kind[order], _HOST_SPAN_CODES) & (dur[order] > 0)
-    s_list = start[order].tolist()
-    e_list = (start[order] + dur[order]).tolist()
-    out: list[int] = []
-    append = out.append  # a list, not numpy item assignment: ~3x cheaper per event
-    stack_id: list[int] = []
-    stack_end: list[int] = []
-    for row, s, e, new, span in zip(order.tolist(), s_list, e_list, new_thread.tolist(), is_span.tolist()):
-        if new:
-            stack_id = []
-            stack_end = []
-        while stack_end and stack_end[-1] <= s:
-            stack_end.pop()
-            stack_id.pop()
-        append(stack_id[-1] if stack_id else -1)
-        if span:
-            stack_id.append(row)
-            stack_end.append(e)
-    parent[order] = np.array(out, np.int64)
+    s_ord = start[order]
+    found = enclosing_spans(s_ord, s_ord + dur[order], is_span, new_thread)
+    parent[order] = np.where(found >= 0, order[np.maximum(found, 0)], -1)
     return parent
 
 
@@ -529,11 +518,23 @@ def build_trace(
     # reference) each input column is freed as soon as its reordered copy exists.
     raw = dataclasses.replace(raw, ph=None, cat=None, name=None, pid=None, tid=None, start_ns=None, dur_ns=None)
     raw.typed, raw.src, raw.columns = dict(raw.typed), dict(raw.src), dict(raw.columns)
-    for key in ("flow_id", "extra", "args"):
-        setattr(raw, key, _reorder(getattr(raw, key), take))
+    # The wide text columns stay in input order: the trace gathers them in event order one
+    # row group at a time when it is written (see collectors.deferred).
+    deferred = {"args": raw.args, "extra": raw.extra}
+    for out_name, key in (("input_shapes", "input_dims"), ("input_types", "input_type")):
+        if key in raw.typed:
+            deferred[out_name] = raw.typed.pop(key)
+    for out_name in _DEFERRED_COLUMNS:
+        if out_name in raw.columns:  # a collector's own column wins, as below
+            deferred[out_name] = raw.columns.pop(out_name)
+    raw.args = raw.extra = None
+    release_freed_memory()
+    raw.flow_id = _reorder(raw.flow_id, take)
     for d in (raw.typed, raw.src, raw.columns):
         for k in list(d):
             d[k] = _reorder(d[k], take)
+            release_freed_memory()  # the input chunks just freed
+    del take
     typed = raw.typed
 
     kind, dev_code, dtypes = _classify(ph, cat, name, typed, metadata)
@@ -544,20 +545,27 @@ def build_trace(
     is_mem = kind == K[Kind.MEMORY]
 
     # --- device and stream
-    dev_arg = _int_column(typed.get("device"), n)
-    stream_arg = _int_column(typed.get("stream"), n)
+    # (Each input and intermediate is dropped as soon as it is used: on millions of events
+    # every int64 column is tens of MB.)
+    dev_arg = _int_column(typed.pop("device", None), n)
     device = np.where(on_device, np.where(dev_arg >= 0, dev_arg, pid), -1)
-    mem_dev = _int_column(typed.get("mem_device_id"), n)
+    del dev_arg
+    mem_dev = _int_column(typed.pop("mem_device_id", None), n)
     not_cpu = np.array([d != "cpu" for d in dtypes])[dev_code]  # per device type, not per event
-    device = np.where(is_mem & not_cpu, mem_dev, device)
-    stream = np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1)
+    device = _nullable(np.where(is_mem & not_cpu, mem_dev, device), pa.int32())
+    del mem_dev, not_cpu
+    stream_arg = _int_column(typed.pop("stream", None), n)
+    stream = _nullable(np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1), pa.int64())
+    del stream_arg
+    typed.pop("mem_device_type", None)
+    release_freed_memory()
 
     # --- call tree
     parent = _host_parents(kind, pid, tid, start, dur)
 
     # --- links
-    external = _int_column(typed.get("external_id"), n)
-    correlation = _int_column(typed.get("correlation"), n)
+    external = _int_column(typed.pop("external_id", None), n)
+    correlation = _int_column(typed.pop("correlation", None), n)
     flow_id = _int_column(raw.flow_id, n)
     is_flow = kind == K[Kind.FLOW]
     is_s = ph.isin(("s",))
@@ -582,13 +590,18 @@ def build_trace(
     op_by_ext = _map_keys(external, np.where(is_cpu_op, external, -1), rows)
     enclosing_op = nearest_marked_ancestor(parent, np.where(is_cpu_op, rows, -1))
     enclosing_op_excl = np.where(parent >= 0, enclosing_op[np.maximum(parent, 0)], -1)
+    del enclosing_op
     op = np.full(n, -1, np.int64)
     host_linked = is_runtime | is_mem | (kind == K[Kind.INSTANT]) | (kind == K[Kind.ANNOTATION])
     op[host_linked] = np.where(op_by_ext[host_linked] >= 0, op_by_ext[host_linked], enclosing_op_excl[host_linked])
+    del host_linked, enclosing_op_excl
     via_launch = on_device & (launch >= 0)
     op[via_launch] = op[launch[via_launch]]
+    del via_launch
     direct = on_device & (op < 0)
     op[direct] = op_by_ext[direct]
+    del direct, op_by_ext
+    release_freed_memory()
 
     # fwdbwd flows: 's' sits on the forward op, 'f' on the backward node; they share an id.
     fwd = np.full(n, -1, np.int64)
@@ -612,6 +625,8 @@ def build_trace(
             fwd[w[is_wrap]] = fwd_of_flow[ok][has_wrapper][is_wrap]
         # Ops nested inside a backward node belong to the same forward op.
         fwd = np.where(is_cpu_op, nearest_marked_ancestor(parent, fwd), -1)
+    del flow_id, is_flow, is_s, ac2g, fb
+    release_freed_memory()
 
     # --- steps
     step = _assign_steps(kind, name, start, dur, op, launch, on_device)
@@ -636,10 +651,9 @@ def build_trace(
         dtype_arr = pc.if_else(pc.is_null(given), dtype_arr.cast(pa.string()), given)
 
     rank = int(metadata.get("rank", 0) or 0)
-    for used in ("device", "stream", "mem_device_id", "mem_device_type", "external_id", "correlation"):
-        typed.pop(used, None)
 
     def pop(key: str) -> Any:  # each typed input is released as soon as its output column exists
+        release_freed_memory()  # (the previous one's)
         return typed.pop(key, None)
 
     cols: dict[str, Any] = {
@@ -650,8 +664,8 @@ def build_trace(
         "ph": dictionary_from_codes(ph.codes, ph.words),
         "name": dictionary_from_codes(name.codes, name.words),
         "device_type": dtype_arr,
-        "device": _nullable(device, pa.int32()),
-        "stream": _nullable(stream, pa.int64()),
+        "device": device,
+        "stream": stream,
         "pid": from_numpy(pid, pa.int64()),
         "tid": from_numpy(tid, pa.int64()),
         "start_ns": from_numpy(start, pa.int64()),
@@ -666,8 +680,6 @@ def build_trace(
         "cycle": raw.columns.get("cycle", from_numpy(np.zeros(n, np.int32), pa.int32())),
         "sequence_nr": _nullable(_int_column(pop("sequence_nr"), n), pa.int64()),
         **src,
-        "input_shapes": pop("input_dims"),
-        "input_types": pop("input_type"),
         "flops": _nullable(_int_column(pop("flops"), n), pa.int64()),
         "bytes": masked_array(size_bytes, pa.int64(), size_mask),
         "bandwidth_gbps": _nullable(_float_column(pop("bandwidth"), n), pa.float64()),
@@ -688,16 +700,18 @@ def build_trace(
         "flow_id": raw.flow_id,
         "collective_name": _string_column(pop("collective_name"), n),
         "group_size": _nullable(_int_column(pop("group_size"), n), pa.int32()),
-        "args": raw.args,
-        "extra": raw.extra,
     }
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
             cols[k] = v
-    raw.args = raw.extra = raw.flow_id = None
+    raw.flow_id = None
     del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
-    arrays = []
+    release_freed_memory()
+    arrays, fields = [], []
     for f in EVENTS_SCHEMA:
+        if f.name in deferred:
+            continue
+        fields.append(f)
         v = cols.pop(f.name, None)
         if v is None:
             arrays.append(pa.nulls(n, f.type))
@@ -713,12 +727,17 @@ def build_trace(
                 ).dictionary_encode()
             )
         arrays.append(v)
-    table = pa.Table.from_arrays(arrays, schema=EVENTS_SCHEMA)
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     meta = dict(metadata)
     meta.setdefault("collector_version", __version__)
     meta["schema_version"] = SCHEMA_VERSION
     meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
-    return Trace(table, meta, path=None)
+    release_freed_memory()
+    return DeferredTrace(table, deferred, order, meta)
+
+
+#: Text columns left in input order until the trace is written (``collectors.deferred``).
+_DEFERRED_COLUMNS = ("args", "extra", "input_shapes", "input_types")
 
 
 def _reorder(arr: pa.Array | pa.ChunkedArray, take: pa.Array) -> pa.Array:

@@ -61,6 +61,7 @@ def attribute_source(
     user_name = np.array([f is not None and user_code.is_user(f[0]) for f in frames])
     user_frame = np.where(is_py & user_name[name_idx], rows, -1)
     frame_of = nearest_marked_ancestor(parent, user_frame)
+    del user_frame  # (intermediates go as soon as used: tens of MB each on millions of events)
     no_frame = len(names)  # a code past the per-name vocabularies: None
     fname = np.where(frame_of >= 0, name_idx[np.maximum(frame_of, 0)], no_frame)
     file_words: list[Any] = [f[0] if f else None for f in frames] + [None]
@@ -70,6 +71,7 @@ def attribute_source(
     src_func = fname.copy()
     src_line = line_by_name[fname]
     precision = np.where(frame_of >= 0, _FUNCTION, -1)
+    del frame_of, fname
     precision_words = list(_PRECISIONS)
 
     # nn.Module path: the chain of enclosing module frames, outermost first.
@@ -98,6 +100,8 @@ def attribute_source(
         row_code[mod_rows] = codes
         has = module_of >= 0
         src_module[has] = row_code[module_of[has]]
+        del module_of, row_code, has
+    del rows, name_idx, is_py, is_mod
 
     # Exact lines from the collector win over function-level attribution.
     if given:

@@ -8,7 +8,7 @@ multi-rank run; ``Trace.read`` on a directory concatenates the ranks into one ta
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,8 @@ DELTA_COLUMNS = (
 #: The raw args text is most of a file; a higher zstd level keeps the Parquet trace smaller
 #: than the gzipped JSON it came from.
 ARGS_ZSTD_LEVEL = 7
+#: Rows per Parquet row group.
+ROW_GROUP_ROWS = 1 << 20
 
 
 class Trace:
@@ -99,24 +101,32 @@ class Trace:
     def write(self, path: str | Path) -> Path:
         """Write the trace as one zstd Parquet file, atomically (temporary name, then rename)."""
         path = Path(path)
-        table = conform(self.events)
         meta = dict(self.metadata)
         meta["schema_version"] = SCHEMA_VERSION
-        schema = table.schema.with_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
-        table = table.replace_schema_metadata(schema.metadata)
-        with atomic_path(path) as tmp:
-            pq.write_table(
-                table,
+        schema = EVENTS_SCHEMA.with_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
+        names = schema.names
+        with (
+            atomic_path(path) as tmp,
+            pq.ParquetWriter(
                 tmp,
+                schema,
                 compression="zstd",
-                compression_level={c: (ARGS_ZSTD_LEVEL if c == "args" else 3) for c in table.column_names},
-                use_dictionary=[c for c in table.column_names if c not in DELTA_COLUMNS],
+                compression_level={c: (ARGS_ZSTD_LEVEL if c == "args" else 3) for c in names},
+                use_dictionary=[c for c in names if c not in DELTA_COLUMNS],
                 column_encoding=dict.fromkeys(DELTA_COLUMNS, "DELTA_BINARY_PACKED"),
-                row_group_size=1 << 20,
                 write_statistics=["start_ns", "kind", "rank", "step", "event_id"],
-            )
+            ) as writer,
+        ):
+            for part in self._row_group_tables(ROW_GROUP_ROWS):
+                writer.write_table(part, row_group_size=ROW_GROUP_ROWS)
         self.path = path
         return path
+
+    def _row_group_tables(self, rows: int) -> Iterator[pa.Table]:
+        """The events as ``EVENTS_SCHEMA`` tables that the writer cuts into row groups of
+        ``rows`` rows; a trace that assembles its table lazily yields one row group at a time,
+        so the writer never needs the whole table."""
+        yield conform(self.events)
 
     # ----------------------------------------------------------------------------- views
     @property
