@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neuron_explorer.collectors.capture_tree import FileResolver, TreeSources, walk_tree
-from neuron_explorer.collectors.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array
+from neuron_explorer.collectors.capture_tree import _BACKWARD_PREFIX, FileResolver, TreeSources, walk_tree
+from neuron_explorer.collectors.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array, _raw_text
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.model import Trace
@@ -59,8 +59,9 @@ def results_to_raw(results: Any, resolve: FileResolver) -> RawEvents:
     keep = [i for i, t in enumerate(types) if t != _PY_CAT]
     sub = [acts[i] for i in keep] if len(keep) != len(acts) else acts
     types = [types[i] for i in keep] if len(keep) != len(types) else types
-    tree = walk_tree(results.experimental_event_tree(), resolve)
-    return _assemble(sub, types, tree)
+    cols = _activity_columns(sub, types)
+    tree = walk_tree(results.experimental_event_tree(), resolve, _op_info(cols))
+    return _assemble(sub, cols, tree)
 
 
 def _ints(getter: Any, items: list[Any]) -> np.ndarray:
@@ -90,27 +91,29 @@ def _strings(getter: Any, items: list[Any]) -> list[str]:
         return out
 
 
-def _assemble(acts: list[Any], types: list[str], tree: TreeSources) -> RawEvents:
+def _activity_columns(acts: list[Any], types: list[str]) -> dict[str, Any]:
+    """The activities' own columns, read once through the pybind getters."""
     from torch._C._autograd import _ITraceActivity as A
 
     n_act = len(acts)
-    names = _strings(A.name, acts)
-    start = _ints(A.timestamp, acts)
-    dur = _ints(A.duration, acts)
-    pid = _ints(A.device_id, acts)
-    tid = _ints(A.resource_id, acts)
-    corr = _ints(A.correlation_id, acts)
-    linked = _ints(A.linked_correlation_id, acts)
-    flow_id = _ints(A.flow_id, acts)
+    c: dict[str, Any] = {"n": n_act, "types": types}
+    c["names"] = _strings(A.name, acts)
+    c["start"] = _ints(A.timestamp, acts)
+    c["dur"] = _ints(A.duration, acts)
+    c["pid"] = _ints(A.device_id, acts)
+    c["tid"] = _ints(A.resource_id, acts)
+    c["corr"] = corr = _ints(A.correlation_id, acts)
+    c["linked"] = linked = _ints(A.linked_correlation_id, acts)
+    c["flow_id"] = _ints(A.flow_id, acts)
     meta = _strings(A.metadata_json, acts)
 
-    cat_arr = pa.array(types, pa.string())
-    is_op = (
+    c["cat"] = cat_arr = pa.array(types, pa.string())
+    c["is_op"] = (
         np.asarray(pc.is_in(cat_arr, pa.array(_OP_TYPES)).to_numpy(zero_copy_only=False), bool)
         if n_act
         else np.zeros(0, bool)
     )
-    is_instant = (
+    c["is_instant"] = (
         np.asarray(pc.is_in(cat_arr, pa.array(_INSTANT_TYPES)).to_numpy(zero_copy_only=False), bool)
         if n_act
         else np.zeros(0, bool)
@@ -123,7 +126,38 @@ def _assemble(acts: list[Any], types: list[str], tree: TreeSources) -> RawEvents
     meta_arr = pc.if_else(pc.equal(pc.utf8_length(meta_arr), 0), pa.scalar(None, pa.string()), meta_arr)
     meta_arr = pc.if_else(pc.equal(meta_arr, UNREADABLE), pa.scalar(None, pa.string()), meta_arr)
     body = pc.binary_join_element_wise(ext_text, meta_arr, ", ", null_handling="skip")
-    args = pc.binary_join_element_wise("{", body, "}", "")
+    c["args"] = args = pc.binary_join_element_wise("{", body, "}", "")
+    c["typed"] = _typed(args, n_act)
+    return c
+
+
+def _op_info(c: dict[str, Any]) -> dict[int, tuple[bool, int]]:
+    """Correlation id -> (is a backward node's root, autograd sequence number) of every op,
+    from the activities: the tree walk then reads neither through pybind."""
+    is_op = c["is_op"]
+    if not is_op.any():
+        return {}
+    rows = np.nonzero(is_op)[0]
+    names = pa.array(c["names"], pa.string()).take(pa.array(rows))
+    backward = np.asarray(pc.starts_with(names, _BACKWARD_PREFIX).to_numpy(zero_copy_only=False), bool)
+    seq_col = c["typed"].get("sequence_nr")
+    if seq_col is not None and not pa.types.is_integer(seq_col.type):
+        return {}  # not what torch writes: let the walk read every op from the tree
+    if seq_col is None:
+        seq = np.full(rows.size, -1, np.int64)
+    else:
+        seq_all = np.asarray(pc.fill_null(seq_col.cast(pa.int64()), -1).to_numpy(zero_copy_only=False), np.int64)
+        seq = seq_all[rows]
+    return dict(zip(c["corr"][rows].tolist(), zip(backward.tolist(), seq.tolist())))
+
+
+def _assemble(acts: list[Any], c: dict[str, Any], tree: TreeSources) -> RawEvents:
+    from torch._C._autograd import _ITraceActivity as A
+
+    n_act = c["n"]
+    names, start, dur, pid, tid = c["names"], c["start"], c["dur"], c["pid"], c["tid"]
+    corr, flow_id, cat_arr, args = c["corr"], c["flow_id"], c["cat"], c["args"]
+    is_op, is_instant = c["is_op"], c["is_instant"]
 
     # Exact sources: ops by correlation id, allocations by time.
     src_act = np.zeros(n_act, np.int64)
@@ -183,7 +217,7 @@ def _assemble(acts: list[Any], types: list[str], tree: TreeSources) -> RawEvents
                 pa.array(np.where(flow_start, None, '{"bp": "e"}').astype(object), pa.string()),
             ]
         ),
-        typed=_typed(args, n, n_act),
+        typed={k: pa.concat_arrays([v, pa.nulls(n - n_act, v.type)]) for k, v in c["typed"].items()},
         src=_src_columns(tree, np.concatenate([src_act, py["src"], np.zeros(nf, np.int64)])),
     )
     return raw
@@ -234,27 +268,26 @@ def _python_rows(tree: TreeSources, op_corr: np.ndarray, op_sys_tid: np.ndarray,
     return out
 
 
-def _typed(args: pa.Array, n: int, n_act: int) -> dict[str, pa.Array]:
+def _typed(args: pa.Array, n_act: int) -> dict[str, pa.Array]:
     """Decode the typed fields build_trace uses from the activities' args in one call."""
     if n_act == 0:
         return {}
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n_act], pa.int32()), args.fill_null("{}")), ",")[
-        0
-    ].as_py()
-    blob = ("[" + joined + "]").encode()
-    fields = [f for f, key in _ARG_FIELDS.items() if b'"' + key.encode() + b'"' in blob]
-    if not fields:
-        return {}
-    decoded = _args_decoder.decode(blob)
-    pad = n - n_act
+    # One blob "[{...},{...}]" from the array's own buffers: each value gets a trailing comma
+    # in one vectorized join, the data buffer is then contiguous JSON.
+    with_comma = pc.binary_join_element_wise(args.fill_null("{}"), "", ",").cast(pa.large_string())
+    offsets = np.frombuffer(with_comma.buffers()[1], np.int64)[with_comma.offset : with_comma.offset + n_act + 1]
+    data = memoryview(with_comma.buffers()[2])[int(offsets[0]) : int(offsets[-1]) - 1]
+    decoded = _args_decoder.decode(b"".join((b"[", data, b"]")))
+    # Every field is decoded and absent ones dropped: cheaper than searching the text per key.
+    fields = list(_ARG_FIELDS)
     out: dict[str, pa.Array] = {}
     for f in fields:
         values = list(map(attrgetter(f), decoded))
         if f in ("input_dims", "input_type"):
-            col = pa.array([bytes(v).decode("utf-8", "replace") if v else None for v in values], pa.string())
-        else:
-            col = _loose_array(values)
-        out[f] = pa.concat_arrays([col, pa.nulls(pad, col.type)]) if pad else col
+            if any(values):
+                out[f] = _raw_text(values)[0]
+        elif values.count(None) != len(values):
+            out[f] = _loose_array(values)
     return out
 
 

@@ -24,8 +24,10 @@ attribute reads, memoised per file name.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from neuron_explorer.collectors.source_map import UserCode
@@ -93,8 +95,23 @@ class FileResolver:
         return name
 
 
-def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
-    """Attribute every node of the event tree (see the module docstring)."""
+#: A Python call's name is ``"{file}({def line}): {function}"`` (torch/csrc/profiler/collection.cpp),
+#: the same text as its ``callsite``: parsing the name once per distinct function saves three
+#: pybind reads per call. ``nn.Module: X`` calls do not match and read the callsite.
+_CALL_NAME = re.compile(r"^(.*)\((\d+)\): (.*)$", re.DOTALL)
+
+
+def walk_tree(
+    roots: list[Any], resolve: FileResolver, op_info: dict[int, tuple[bool, int]] | None = None
+) -> TreeSources:
+    """Attribute every node of the event tree (see the module docstring).
+
+    ``op_info`` maps an op's correlation id to (is a backward node's root, autograd sequence
+    number) when the caller already has them from the activities; ops missing from it are read
+    from the tree. Every node is read through pybind (~0.5-1.5 us an attribute), so the walk
+    reads only what it cannot learn otherwise: a node's thread is its root's (torch nests
+    events per thread), a function's file and def line come from its call's name.
+    """
     from torch._C._profiler import (
         _ExtraFields_Allocation,
         _ExtraFields_PyCall,
@@ -112,6 +129,8 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
     out = TreeSources()
     interned: dict[Source, int] = {NO_SOURCE: 0}
     sources = out.sources
+    op_info = op_info or {}
+    no_info = (None, -1)
 
     def intern(src: Source) -> int:
         idx = interned.get(src)
@@ -119,6 +138,24 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
             idx = interned[src] = len(sources)
             sources.append(src)
         return idx
+
+    # Node name -> its kind (the type of its extra_fields), learned from the first node with
+    # that name: names of ops ("aten::mm"), Python functions ("train.py(12): step"), C functions
+    # ("<built-in method ...>") and allocations ("[memory]") never coincide, and reading the
+    # name (needed anyway) is half the cost of reading extra_fields.
+    kind_by_name: dict[str, type] = {}
+    # call name -> (absolute file, is user code, def line, function), or None (read the callsite)
+    callsites: dict[str, tuple[str, bool, int, str] | None] = {}
+
+    def callsite_of(name: str) -> tuple[str, bool, int, str] | None:
+        m = _CALL_NAME.match(name)
+        if m is None:
+            hit = None
+        else:
+            sfile, suser = resolve(m.group(1))
+            hit = (sfile, suser, int(m.group(2)), m.group(3))
+        callsites[name] = hit
+        return hit
 
     op_corr, op_src, op_tid = out.op_corr, out.op_src, out.op_tid
     py_name, py_start, py_end, py_tid, py_id, py_parent, py_src = (
@@ -132,41 +169,49 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
     )
     alloc_start, alloc_src = out.alloc_start, out.alloc_src
     fwd_by_seq: dict[int, int] = {}
-    deferred: list[tuple[Any, int, str | None, int]] = []
-    # stack entries: (node, inherited source index, module path, python parent id)
-    stack: list[tuple[Any, int, str | None, int]] = [(r, 0, None, -1) for r in reversed(roots)]
+    # (node, inherited source index, module path, python parent id, thread)
+    deferred: list[tuple[Any, int, str | None, int, int]] = []
+    # Stack entries: (node, inherited source index, module path, python parent id, in library
+    # code). The last is True when the nearest enclosing Python function is known (from its
+    # name) not to be user code: a call made there has a library caller, so its ``caller``
+    # (three pybind reads) need not be read.
     next_py_id = 1
 
-    def run(stack: list[tuple[Any, int, str | None, int]], in_backward: bool) -> None:
+    def run(stack: list[tuple[Any, int, str | None, int, bool]], in_backward: bool, tid: int) -> None:
         nonlocal next_py_id
-        pop, push = stack.pop, stack.append
+        pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
-            node, src, module, parent_py = pop()
+            node, src, module, parent_py, lib = pop()
             try:
-                ef = node.extra_fields
-                tag = type(ef)
+                name = node.name
+                tag = kind_by_name.get(name)
+                ef = None
+                if tag is None:
+                    ef = node.extra_fields
+                    tag = kind_by_name[name] = type(ef)
                 children = node.children
                 if tag is TORCH_OP:
-                    name = node.name
-                    if name.startswith(_BACKWARD_PREFIX) and not in_backward:
-                        deferred.append((node, src, module, parent_py))
+                    corr = node.correlation_id
+                    backward, seq = op_info.get(corr, no_info)
+                    if backward is None:
+                        backward = name.startswith(_BACKWARD_PREFIX)
+                        seq = (ef or node.extra_fields).sequence_number
+                    if backward and not in_backward:
+                        deferred.append((node, src, module, parent_py, tid))
                         continue
-                    op_corr.append(node.correlation_id)
+                    op_corr.append(corr)
                     op_src.append(src)
-                    op_tid.append(node.start_tid)
-                    if not in_backward:
-                        seq = ef.sequence_number
-                        if seq >= 0 and seq not in fwd_by_seq:
-                            fwd_by_seq[seq] = src
+                    op_tid.append(tid)
+                    if not in_backward and seq >= 0 and seq not in fwd_by_seq:
+                        fwd_by_seq[seq] = src
                     own = src
                 elif tag is PY_CALL or tag is PY_CCALL:
-                    caller = ef.caller
-                    name = node.name
-                    cfile, cuser = resolve(caller.file_name)
-                    if cuser:
-                        own = intern((cfile, caller.line_number, caller.function_name, Precision.LINE, module))
-                    else:
-                        own = src
+                    own = src
+                    if not lib:
+                        caller = (ef or node.extra_fields).caller
+                        cfile, cuser = resolve(caller.file_name)
+                        if cuser:
+                            own = intern((cfile, caller.line_number, caller.function_name, Precision.LINE, module))
                     if name.startswith(_MODULE_PREFIX):
                         own_mod = name[len(_MODULE_PREFIX) :]
                         module = f"{module}.{own_mod}" if module else own_mod
@@ -174,22 +219,29 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
                             f, ln, fn, prec, _ = sources[own]
                             own = intern((f, ln, fn, prec, module))
                     inner = own
+                    inner_lib = lib
                     if tag is PY_CALL:
-                        site = ef.callsite
-                        sfile, suser = resolve(site.file_name)
-                        if suser:  # inside a user function: only the function is known until a nearer call
-                            inner = intern((sfile, site.line_number, site.function_name, Precision.FUNCTION, module))
+                        site = callsites[name] if name in callsites else callsite_of(name)
+                        if site is None:
+                            cs = (ef or node.extra_fields).callsite
+                            sfile, suser = resolve(cs.file_name)
+                            if suser:
+                                site = (sfile, True, cs.line_number, cs.function_name)
+                        if site is not None and site[1]:
+                            # inside a user function: only the function is known until a nearer call
+                            inner = intern((site[0], site[2], site[3], Precision.FUNCTION, module))
+                        inner_lib = site is not None and not site[1]
                     pid_ = next_py_id
                     next_py_id += 1
                     py_name.append(name)
                     py_start.append(node.start_time_ns)
                     py_end.append(node.end_time_ns)
-                    py_tid.append(node.start_tid)
+                    py_tid.append(tid)
                     py_id.append(pid_)
                     py_parent.append(parent_py)
                     py_src.append(own)
-                    for c in reversed(children):
-                        push((c, inner, module, pid_))
+                    if children:
+                        extend(zip(reversed(children), repeat(inner), repeat(module), repeat(pid_), repeat(inner_lib)))
                     continue
                 elif tag is ALLOC:
                     alloc_start.append(node.start_time_ns)
@@ -197,19 +249,24 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
                     own = src
                 else:
                     own = src
-                for c in reversed(children):
-                    push((c, own, module, parent_py))
+                if children:
+                    extend(zip(reversed(children), repeat(own), repeat(module), repeat(parent_py), repeat(lib)))
             except UnicodeDecodeError:
                 # A name torch can no longer read (a code object freed while profiling, see
                 # capture_convert.UNREADABLE): the node is dropped, its children keep the
                 # parent's attribution.
                 for c in reversed(node.children):
-                    push((c, src, module, parent_py))
+                    push((c, src, module, parent_py, lib))
 
-    run(stack, False)
+    # Roots in order; each root's subtree is on the root's thread (torch builds the tree from
+    # one stack per thread), so the thread is read once per root.
+    for root in roots:
+        run([(root, 0, None, -1, False)], False, root.start_tid)
     # Backward subtrees: every op in them takes its forward op's line (and module).
-    for node, src, module, parent_py in deferred:
-        seq = node.extra_fields.sequence_number
+    for node, src, module, parent_py, tid in deferred:
+        seq = op_info.get(node.correlation_id, no_info)[1]
+        if seq == -1 and node.correlation_id not in op_info:
+            seq = node.extra_fields.sequence_number
         fwd = fwd_by_seq.get(seq, -1) if seq >= 0 else -1
         if fwd > 0:
             f, ln, fn, _, fmod = sources[fwd]
@@ -219,6 +276,6 @@ def walk_tree(roots: list[Any], resolve: FileResolver) -> TreeSources:
             start = src
         op_corr.append(node.correlation_id)
         op_src.append(start)
-        op_tid.append(node.start_tid)
-        run([(c, start, module, parent_py) for c in reversed(node.children)], True)
+        op_tid.append(tid)
+        run([(c, start, module, parent_py, False) for c in reversed(node.children)], True, tid)
     return out
