@@ -145,13 +145,15 @@ def main() -> None:
     # The same settings profile() converts under (GC paused, system allocator). Converted three
     # times (the first is the cold one a user's run pays); the median is judged.
     runs = []
+    cpu = []
     for k in range(3):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         with conversion_settings():
             trace = convert_results(p.profiler.kineto_results, {"collector": "bench"}, default_user_code())
             t1 = time.perf_counter()
             trace.write(tmp / f"rate{k}.parquet")
         runs.append((time.perf_counter() - t0, t1 - t0))
+        cpu.append(time.process_time() - c0)
     t3 = time.perf_counter()
     p.export_chrome_trace(str(tmp / "rate.json"))
     export_s = time.perf_counter() - t3
@@ -162,6 +164,12 @@ def main() -> None:
         f"({', '.join(f'{trace.num_events / t:,.0f}' for t, _ in runs)} events/s); median {total:.3f} s "
         f"(convert {convert:.3f} + write {total - convert:.3f}) -> {rate:,.0f} events/s (target >= 100,000); "
         f"torch export_chrome_trace of the same: {export_s:.3f} s -> ratio {total / export_s:.2f}"
+    )
+    # CPU time excludes the time a shared VM's vCPU is not scheduled (steal), which swings wall
+    # clocks here by 30% from minute to minute.
+    print(
+        f"conversion CPU time: {', '.join(f'{c:.3f}' for c in cpu)} s -> median "
+        f"{trace.num_events / sorted(cpu)[1]:,.0f} events per CPU second"
     )
 
 
