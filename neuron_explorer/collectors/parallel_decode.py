@@ -99,7 +99,10 @@ class _Worker:
             raise WorkerError(f"decode worker failed: {exc}") from None
         if reply is None:
             raise WorkerError(f"decode worker exited ({self.proc.poll()})")
-        ok, value = pickle.loads(reply)
+        try:
+            ok, value = pickle.loads(reply)
+        except Exception as exc:  # a garbled reply is the worker's fault, not the chunk's
+            raise WorkerError(f"decode worker sent an unreadable reply: {exc}") from None
         if not ok:
             raise value  # the chunk's own error (invalid events): the import fails as in-process
         return value
@@ -139,11 +142,6 @@ class ChunkDecoder:
         # in order: finished columns, or (future, blob) still being decoded by a worker
         self._items: list[Any] = []
         self._in_flight: deque[int] = deque()
-
-    @property
-    def workers(self) -> int:
-        """How many worker processes were started (0: everything decoded in this process)."""
-        return len(self._workers)
 
     def add(self, blob: bytes) -> None:
         """Decode ``blob`` (a JSON list of events), here or in a worker."""
