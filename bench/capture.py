@@ -28,7 +28,7 @@ import torch.nn.functional as F
 import neuron_explorer as ne
 from neuron_explorer.collectors._conversion import conversion_settings
 from neuron_explorer.collectors.capture_convert import convert_results
-from neuron_explorer.collectors.torch_profiler import default_user_code
+from neuron_explorer.collectors.torch_profiler import CAPTURE_ARGS_ZSTD_LEVEL, default_user_code
 
 OPTIONS = {"record_shapes": True, "with_stack": True, "activities": [torch.profiler.ProfilerActivity.CPU]}
 
@@ -151,7 +151,7 @@ def main() -> None:
         with conversion_settings():
             trace = convert_results(p.profiler.kineto_results, {"collector": "bench"}, default_user_code())
             t1 = time.perf_counter()
-            trace.write(tmp / f"rate{k}.parquet")
+            trace.write(tmp / f"rate{k}.parquet", args_zstd_level=CAPTURE_ARGS_ZSTD_LEVEL)
         runs.append((time.perf_counter() - t0, t1 - t0))
         cpu.append(time.process_time() - c0)
     t3 = time.perf_counter()

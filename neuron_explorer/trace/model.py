@@ -98,8 +98,11 @@ class Trace:
         return cls(table, metadata, path)
 
     # ----------------------------------------------------------------------------- writing
-    def write(self, path: str | Path) -> Path:
-        """Write the trace as one zstd Parquet file, atomically (temporary name, then rename)."""
+    def write(self, path: str | Path, *, args_zstd_level: int = ARGS_ZSTD_LEVEL) -> Path:
+        """Write the trace as one zstd Parquet file, atomically (temporary name, then rename).
+
+        ``args_zstd_level``: the zstd level of the raw args text (the other columns use 3).
+        """
         path = Path(path)
         meta = dict(self.metadata)
         meta["schema_version"] = SCHEMA_VERSION
@@ -111,7 +114,7 @@ class Trace:
                 tmp,
                 schema,
                 compression="zstd",
-                compression_level={c: (ARGS_ZSTD_LEVEL if c == "args" else 3) for c in names},
+                compression_level={c: (args_zstd_level if c == "args" else 3) for c in names},
                 use_dictionary=[c for c in names if c not in DELTA_COLUMNS],
                 column_encoding=dict.fromkeys(DELTA_COLUMNS, "DELTA_BINARY_PACKED"),
                 write_statistics=["start_ns", "kind", "rank", "step", "event_id"],
