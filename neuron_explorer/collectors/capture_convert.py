@@ -97,7 +97,7 @@ def _activity_columns(acts: list[Any], types: list[str]) -> dict[str, Any]:
 
     n_act = len(acts)
     c: dict[str, Any] = {"n": n_act, "types": types}
-    c["names"] = _strings(A.name, acts)
+    c["names"] = pa.array(_strings(A.name, acts), pa.string())
     c["start"] = _ints(A.timestamp, acts)
     c["dur"] = _ints(A.duration, acts)
     c["pid"] = _ints(A.device_id, acts)
@@ -138,7 +138,7 @@ def _op_info(c: dict[str, Any]) -> dict[int, tuple[bool, int]]:
     if not is_op.any():
         return {}
     rows = np.nonzero(is_op)[0]
-    names = pa.array(c["names"], pa.string()).take(pa.array(rows))
+    names = c["names"].take(pa.array(rows))
     backward = np.asarray(pc.starts_with(names, _BACKWARD_PREFIX).to_numpy(zero_copy_only=False), bool)
     seq_col = c["typed"].get("sequence_nr")
     if seq_col is not None and not pa.types.is_integer(seq_col.type):
@@ -198,9 +198,7 @@ def _assemble(acts: list[Any], c: dict[str, Any], tree: TreeSources) -> RawEvent
                 pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string()),
             ]
         ),
-        name=pa.concat_arrays(
-            [pa.array(names, pa.string()), py["name"], pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string())]
-        ),
+        name=pa.concat_arrays([names, py["name"], pa.array([_FLOW_CAT[int(t)] for t in flow_type], pa.string())]),
         pid=pa.array(np.concatenate([pid, py["pid"], pid[flow_rows]])),
         tid=pa.array(np.concatenate([tid, py["tid"], tid[flow_rows]])),
         start_ns=np.concatenate([start, py["start"], start[flow_rows]]),

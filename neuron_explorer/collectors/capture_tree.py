@@ -169,8 +169,9 @@ def walk_tree(
     )
     alloc_start, alloc_src = out.alloc_start, out.alloc_src
     fwd_by_seq: dict[int, int] = {}
-    # (node, inherited source index, module path, python parent id, thread)
-    deferred: list[tuple[Any, int, str | None, int, int]] = []
+    # (node, inherited source index, module path, python parent id, thread, correlation id,
+    # sequence number)
+    deferred: list[tuple[Any, int, str | None, int, int, int, int]] = []
     # Stack entries: (node, inherited source index, module path, python parent id, in library
     # code). The last is True when the nearest enclosing Python function is known (from its
     # name) not to be user code: a call made there has a library caller, so its ``caller``
@@ -197,7 +198,7 @@ def walk_tree(
                         backward = name.startswith(_BACKWARD_PREFIX)
                         seq = (ef or node.extra_fields).sequence_number
                     if backward and not in_backward:
-                        deferred.append((node, src, module, parent_py, tid))
+                        deferred.append((node, src, module, parent_py, tid, corr, seq))
                         continue
                     op_corr.append(corr)
                     op_src.append(src)
@@ -263,10 +264,7 @@ def walk_tree(
     for root in roots:
         run([(root, 0, None, -1, False)], False, root.start_tid)
     # Backward subtrees: every op in them takes its forward op's line (and module).
-    for node, src, module, parent_py, tid in deferred:
-        seq = op_info.get(node.correlation_id, no_info)[1]
-        if seq == -1 and node.correlation_id not in op_info:
-            seq = node.extra_fields.sequence_number
+    for node, src, module, parent_py, tid, corr, seq in deferred:
         fwd = fwd_by_seq.get(seq, -1) if seq >= 0 else -1
         if fwd > 0:
             f, ln, fn, _, fmod = sources[fwd]
@@ -274,7 +272,7 @@ def walk_tree(
             module = fmod
         else:
             start = src
-        op_corr.append(node.correlation_id)
+        op_corr.append(corr)
         op_src.append(start)
         op_tid.append(tid)
         run([(c, start, module, parent_py, False) for c in reversed(node.children)], True, tid)

@@ -491,6 +491,17 @@ def accelerator_type(categories: list[str], metadata: dict[str, Any], runtime_na
 
 
 # ------------------------------------------------------------------------------- main
+
+
+#: Traces with at least this many events give freed memory back to the system while they are
+#: built (``release_freed_memory``).
+TRIM_MIN_EVENTS = 1 << 20
+
+
+def _no_trim() -> None:
+    return None
+
+
 def build_trace(
     raw: RawEvents,
     metadata: dict[str, Any],
@@ -500,6 +511,9 @@ def build_trace(
     """Normalize raw records into a ``Trace`` (see the module docstring for what is resolved)."""
     user_code = user_code or UserCode.default()
     n = raw.n
+    # Handing freed heap pages back pays on millions of events; on a capture of 100k it is
+    # only ~30 calls walking the program's whole heap.
+    trim = release_freed_memory if n >= TRIM_MIN_EVENTS else _no_trim
     base = metadata.get("base_time_ns")
     start_rel = np.asarray(raw.start_ns, np.int64)
     start_abs = start_rel + (int(base) if isinstance(base, int) else 0)
@@ -528,12 +542,12 @@ def build_trace(
         if out_name in raw.columns:  # a collector's own column wins, as below
             deferred[out_name] = raw.columns.pop(out_name)
     raw.args = raw.extra = None
-    release_freed_memory()
+    trim()
     raw.flow_id = _reorder(raw.flow_id, take)
     for d in (raw.typed, raw.src, raw.columns):
         for k in list(d):
             d[k] = _reorder(d[k], take)
-            release_freed_memory()  # the input chunks just freed
+            trim()  # the input chunks just freed
     del take
     typed = raw.typed
 
@@ -558,7 +572,7 @@ def build_trace(
     stream = _nullable(np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1), pa.int64())
     del stream_arg
     typed.pop("mem_device_type", None)
-    release_freed_memory()
+    trim()
 
     # --- call tree
     parent = _host_parents(kind, pid, tid, start, dur)
@@ -601,7 +615,7 @@ def build_trace(
     direct = on_device & (op < 0)
     op[direct] = op_by_ext[direct]
     del direct, op_by_ext
-    release_freed_memory()
+    trim()
 
     # fwdbwd flows: 's' sits on the forward op, 'f' on the backward node; they share an id.
     fwd = np.full(n, -1, np.int64)
@@ -626,7 +640,7 @@ def build_trace(
         # Ops nested inside a backward node belong to the same forward op.
         fwd = np.where(is_cpu_op, nearest_marked_ancestor(parent, fwd), -1)
     del flow_id, is_flow, is_s, ac2g, fb
-    release_freed_memory()
+    trim()
 
     # --- steps
     step = _assign_steps(kind, name, start, dur, op, launch, on_device)
@@ -653,7 +667,7 @@ def build_trace(
     rank = int(metadata.get("rank", 0) or 0)
 
     def pop(key: str) -> Any:  # each typed input is released as soon as its output column exists
-        release_freed_memory()  # (the previous one's)
+        trim()  # (the previous one's)
         return typed.pop(key, None)
 
     cols: dict[str, Any] = {
@@ -706,7 +720,7 @@ def build_trace(
             cols[k] = v
     raw.flow_id = None
     del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
-    release_freed_memory()
+    trim()
     arrays, fields = [], []
     for f in EVENTS_SCHEMA:
         if f.name in deferred:
@@ -732,7 +746,7 @@ def build_trace(
     meta.setdefault("collector_version", __version__)
     meta["schema_version"] = SCHEMA_VERSION
     meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
-    release_freed_memory()
+    trim()
     return DeferredTrace(table, deferred, order, meta)
 
 

@@ -172,7 +172,10 @@ class ChunkDecoder:
         aborting = bool(self._in_flight)
         self._off = True  # threads waiting for a worker see none left and give up
         for w in self._workers:
-            w.kill() if aborting else w.close()
+            if aborting:
+                w.kill()
+            else:
+                w.close()
         if self._threads is not None:
             for i in self._in_flight:
                 self._items[i][0].cancel()
