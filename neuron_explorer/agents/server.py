@@ -123,8 +123,9 @@ def build_server(
     def trace_summary(trace: TraceArg = None) -> dict[str, Any]:
         """Start here. The analyzers' verdict for one trace (one sentence: what bounds the run and
         the top issue), its summary (wall_ns, num_steps, step_p50_ns, ranks, devices,
-        torch_version, and the share of wall time in compute / communication / memcpy /
-        host_exposed / idle as *_pct percent), step statistics, the three costliest findings
+        torch_version, and the share of step time in each attribution category as *_pct percent:
+        compute, communication, copy, host_blocked, device_wait, data_loading, host_launch,
+        host_python, untraced), step statistics, the three costliest findings
         (rule_id, severity, title, cost_ns), the memory summary, and the trace's facts (events by
         kind, devices and streams, steps, how many events carry source lines, link coverage).
         Times are integer nanoseconds. The first call on a trace computes its analysis (about a
@@ -210,9 +211,9 @@ def build_server(
     ) -> dict[str, Any]:
         """Step time and where it goes. `steps`: one row per rank and profiler step (start_ns,
         dur_ns, is_warmup, is_outlier, ...); `step_stats`: mean, p50, p95 and outliers;
-        `breakdown`: per rank, step and device, wall_ns split into compute_ns, communication_ns,
-        memcpy_ns, memset_ns, host_exposed_ns (the device waits on host work) and idle_ns, with
-        *_pct shares; the parts sum to wall_ns. Use it for step variance, stragglers, warm-up."""
+        `attribution`: per rank, step and device, wall_ns split into exclusive categories by
+        priority (`categories` names them in order), *_ns and *_pct; they sum to wall_ns and the
+        verdict and findings' costs come from them. Use it for step variance, stragglers, warm-up."""
         return views.step_breakdown(catalog.get(trace), rank, limit)
 
     @tool("Source code around a line, with its cost")

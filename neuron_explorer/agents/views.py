@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.agents.catalog import ServedTrace
+from neuron_explorer.analyzers.attribution import CATEGORIES
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 
@@ -169,22 +170,24 @@ def top_source_lines(
 def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50) -> dict[str, Any]:
     a = served.analysis()
     limit = clamp_limit(limit, 50)
-    steps, breakdown = a.steps, a.breakdown
+    steps, attribution = a.steps, a.attribution
     if rank is not None:
-        ranks = sorted(int(r) for r in breakdown["rank"].unique()) if len(breakdown) else []
+        ranks = sorted(int(r) for r in attribution["rank"].unique()) if len(attribution) else []
         if rank not in ranks:
             raise ToolInputError(f"no rank {rank} in this trace; ranks: {', '.join(map(str, ranks)) or 'none'}")
         steps = steps[steps["rank"] == rank]
-        breakdown = breakdown[breakdown["rank"] == rank]
+        attribution = attribution[attribution["rank"] == rank]
     return {
         "trace": served.name,
         "step_stats": plain(a.step_stats),
         "steps_total": len(steps),
         "steps": records(steps, limit),
-        "breakdown_total": len(breakdown),
-        "breakdown": records(breakdown, limit),
+        "attribution_total": len(attribution),
+        "attribution": records(attribution, limit),
+        "categories": dict(CATEGORIES),
         "units": UNITS_NOTE
-        + " Breakdown parts (compute, communication, memcpy, memset, host_exposed, idle) sum to wall_ns.",
+        + " Attribution: every instant of a step window in exactly one category, by priority in the order of"
+        " `categories`; the category *_ns columns sum to wall_ns.",
     }
 
 

@@ -15,9 +15,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers import breakdown, idle, kernels, launches, memory, ops, overlap, source_lines, steps
+from neuron_explorer.analyzers import (
+    attribution,
+    breakdown,
+    idle,
+    kernels,
+    launches,
+    memory,
+    ops,
+    overlap,
+    source_lines,
+    steps,
+)
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+from neuron_explorer.analyzers.ledger import settle_costs
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
@@ -32,6 +44,7 @@ class Analysis:
     summary: dict[str, Any]
     steps: pd.DataFrame
     step_stats: dict[str, Any]
+    attribution: pd.DataFrame
     breakdown: pd.DataFrame
     temporal: pd.DataFrame
     idle: pd.DataFrame
@@ -70,6 +83,7 @@ class Analysis:
                 name: records(getattr(self, name), max_rows)
                 for name in (
                     "steps",
+                    "attribution",
                     "breakdown",
                     "temporal",
                     "idle",
@@ -140,6 +154,7 @@ def analyze(
         summary={},
         steps=step_df,
         step_stats=steps.step_summary(step_df),
+        attribution=timed("attribution", attribution.step_attribution, frames),
         breakdown=timed("breakdown", breakdown.step_breakdown, frames),
         temporal=timed("temporal", breakdown.temporal_breakdown, frames, hta_events),
         idle=timed("idle", idle.idle_breakdown, frames, hta_events),
@@ -158,6 +173,7 @@ def analyze(
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
     a.findings, a.skipped = run_rules(a, frames, selected, dict(thresholds or {}))
+    a.findings = settle_costs(a.findings, a.attribution)
     timings["rules"] = time.perf_counter() - t0
     a.rules_run = [r.id for r in selected]
     a.timings_s = timings
@@ -182,13 +198,8 @@ def _select_rules(registry: Mapping[str, Any], wanted: Iterable[str] | None) -> 
 def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
     w = frames.step_windows
     wall = int((w.groupby("rank")["end_ns"].max() - w.groupby("rank")["start_ns"].min()).max()) if len(w) else 0
-    bd = a.breakdown
-    totals = (
-        bd[[c for c in bd.columns if c.endswith("_ns") and c != "start_ns"]].sum()
-        if len(bd)
-        else pd.Series(dtype="int64")
-    )
-    wall_sum = float(totals.get("wall_ns", 0)) or 1.0
+    totals = attribution.attribution_totals(a.attribution)
+    wall_sum = float(totals["wall_ns"]) or 1.0
     trace_meta = frames.metadata.get("trace_metadata") or {}
     devices = _devices(frames)
     top = a.findings[0] if a.findings else None
@@ -203,11 +214,8 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         "device_types": frames.device_types or ["cpu"],
         "devices": devices,
         "torch_version": _torch_version(frames.metadata, trace_meta),
-        "compute_pct": 100.0 * float(totals.get("compute_ns", 0)) / wall_sum,
-        "communication_pct": 100.0 * float(totals.get("communication_ns", 0)) / wall_sum,
-        "memcpy_pct": 100.0 * float(totals.get("memcpy_ns", 0) + totals.get("memset_ns", 0)) / wall_sum,
-        "host_exposed_pct": 100.0 * float(totals.get("host_exposed_ns", 0)) / wall_sum,
-        "idle_pct": 100.0 * float(totals.get("idle_ns", 0)) / wall_sum,
+        # the step-time attribution (analyzers/attribution.py): shares of the summed step windows
+        **{f"{c}_pct": 100.0 * float(totals[f"{c}_ns"]) / wall_sum for c in attribution.CATEGORY_NAMES},
         "num_findings": len(a.findings),
         "top_finding": top.title if top else None,
     }
@@ -229,21 +237,10 @@ def _torch_version(meta: Mapping[str, Any], trace_meta: Mapping[str, Any]) -> st
 
 
 def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
-    """One sentence: what bounds the run and what to look at first."""
-    parts = {
-        "compute-bound": summary["compute_pct"],
-        "communication-bound": summary["communication_pct"],
-        "copy-bound": summary["memcpy_pct"],
-        "host-bound": summary["host_exposed_pct"],
-        "idle (waiting on neither host ops nor device)": summary["idle_pct"],
-    }
-    if summary["device_types"] == ["cpu"]:
-        parts = {
-            "busy in framework ops": summary["host_exposed_pct"],
-            "outside framework ops (Python, data loading, sleeps)": summary["idle_pct"],
-        }
-    label, pct = max(parts.items(), key=lambda kv: kv[1])
-    text = f"Mostly {label} ({pct:.0f}% of wall time)"
+    """One sentence: the largest category of the step-time attribution and what to look at first."""
+    labels = attribution.HOST_ONLY_LABELS if summary["device_types"] == ["cpu"] else attribution.CATEGORY_LABELS
+    name = max(attribution.CATEGORY_NAMES, key=lambda c: summary[f"{c}_pct"])
+    text = f"Mostly {labels[name]} ({summary[f'{name}_pct']:.0f}% of step time)"
     if top is not None:
         text += f"; top issue: {top.title}"
     return text + "."

@@ -26,12 +26,32 @@ _COMMON = {
     "src_precision": ("", "How exact the attribution is: line, function, launch, forward."),
 }
 
+_CATEGORIES = (
+    ("compute", "A compute kernel ran on the device; on a host-only row, a framework op ran."),
+    ("communication", "A communication kernel ran and no compute: exposed communication."),
+    ("copy", "A memcpy or memset ran and nothing above: exposed copies."),
+    ("host_blocked", "The device ran nothing while a host thread was in a blocking call (sync, blocking copy)."),
+    ("device_wait", "The device ran nothing while launched work waited in its queue (a dependency)."),
+    ("data_loading", "The device ran nothing, nothing queued, while the host was in a DataLoader span."),
+    ("host_launch", "The device ran nothing, nothing queued, while the host ran ops or runtime calls."),
+    ("host_python", "The device ran nothing while the host was only in Python frames (with_stack traces)."),
+    ("untraced", "The device ran nothing and the host was in no recorded event: the rest of wall_ns."),
+)
+
 FIELDS: dict[str, dict[str, tuple[str, str]]] = {
     "steps": {
         "dur_ns": ("ns", "Step wall time (ProfilerStep span)."),
         "is_warmup": ("bool", "Leading step over 1.5x the median of later steps (at most two)."),
         "is_outlier": ("bool", "Steady step over 3 robust standard deviations and 25% from the rank's median."),
         "dev_from_median_pct": ("%", "Deviation from the rank's steady median step time, 0-100 scale."),
+    },
+    "attribution": {
+        "wall_ns": ("ns", "Wall time of the step window; the nine category columns below sum to it."),
+        **{
+            f"{name}_ns": ("ns", f"{label} (priority {i}; docs/rules.md, 'Step-time attribution')")
+            for i, (name, label) in enumerate(_CATEGORIES, 1)
+        },
+        **{f"{name}_pct": ("%", f"{name}_ns / wall_ns, 0-100.") for name, _ in _CATEGORIES},
     },
     "breakdown": {
         "wall_ns": ("ns", "Wall time of the step window; the *_ns parts below sum to it."),
@@ -127,7 +147,11 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "severity": ("", "info, warning or error."),
         "title": ("", "One-line summary."),
         "message": ("", "What was found, with numbers."),
-        "cost_ns": ("ns", "Estimated time lost (ranking key)."),
+        "cost_ns": (
+            "ns",
+            "Time the problem costs: a part of one attribution category that no other finding claims (ranking key).",
+        ),
+        "category": ("", "The step-time attribution category cost_ns is part of (the attribution table's columns)."),
         "metrics": ("json", "Evidence: {name: {value, unit}}."),
         "threshold": ("json", "Thresholds used: {name: {value, unit}}."),
         "time_ranges": ("json", "[[start_ns, end_ns], ...] of the evidence."),

@@ -75,7 +75,7 @@ def render_text(info: dict[str, Any]) -> None:
     console.print(kinds)
     if info["devices"]:
         devices = Table(title="Devices", show_edge=False)
-        for col in ("rank", "type", "device", "streams", "events", "busy"):
+        for col in ("rank", "type", "device", "streams", "events", "busy (union)", "sum over streams"):
             devices.add_column(col, justify="right" if col not in ("type",) else "left")
         for d in info["devices"]:
             devices.add_row(
@@ -85,10 +85,11 @@ def render_text(info: dict[str, Any]) -> None:
                 str(d["streams"]),
                 f"{d['events']:,}",
                 _ms(d["busy_ns"]),
+                _ms(d["stream_busy_sum_ns"]),
             )
         console.print(devices)
         streams = Table(title="Device streams", show_edge=False)
-        for col in ("rank", "device", "stream", "events", "busy"):
+        for col in ("rank", "device", "stream", "events", "busy on stream"):
             streams.add_column(col, justify="right")
         for s in info["streams"][:32]:
             streams.add_row(str(s["rank"]), str(s["device"]), str(s["stream"]), f"{s['events']:,}", _ms(s["busy_ns"]))

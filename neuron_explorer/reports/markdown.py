@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from neuron_explorer.analyzers import Analysis
+from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
 from neuron_explorer.reports._format import fmt_line, fmt_ns, fmt_value, short
 
 _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
@@ -26,15 +27,11 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     if a.step_stats.get("num_steps"):
         st = a.step_stats
         out += [f"Step time: p50 {fmt_ns(st['p50_ns'])}, p95 {fmt_ns(st['p95_ns'])}, cv {st['cv_pct']:.1f}%", ""]
-    out += ["| part | share of wall time |", "|---|---:|"]
-    for key, label in (
-        ("compute_pct", "compute"),
-        ("memcpy_pct", "memcpy + memset"),
-        ("communication_pct", "communication (exposed)"),
-        ("host_exposed_pct", "host (exposed)"),
-        ("idle_pct", "idle"),
-    ):
-        out.append(f"| {label} | {s[key]:.1f}% |")
+    labels = HOST_ONLY_LABELS if s["device_types"] == ["cpu"] else CATEGORY_LABELS
+    out += ["| where step time went (each instant once, by priority) | share |", "|---|---:|"]
+    for name in CATEGORY_NAMES:
+        if s.get(f"{name}_pct"):
+            out.append(f"| {labels[name]} | {s[f'{name}_pct']:.1f}% |")
     findings = a.filter(min_severity)
     out += ["", f"### Findings ({len(findings)})", ""]
     if not findings:

@@ -22,6 +22,7 @@ from neuron_explorer.analyzers.fields import describe
 
 TABLES = (
     "steps",
+    "attribution",
     "breakdown",
     "temporal",
     "idle",
@@ -43,6 +44,7 @@ def findings_frame(a: Analysis) -> pd.DataFrame:
             "title": f.title,
             "message": f.message,
             "cost_ns": int(f.cost_ns),
+            "category": f.category,
             "metrics": json.dumps(f.metrics),
             "threshold": json.dumps(f.threshold),
             "time_ranges": json.dumps(f.time_ranges),
@@ -59,6 +61,7 @@ def findings_frame(a: Analysis) -> pd.DataFrame:
         "title",
         "message",
         "cost_ns",
+        "category",
         "metrics",
         "threshold",
         "time_ranges",

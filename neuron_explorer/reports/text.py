@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any
 
 from neuron_explorer.analyzers import Analysis
+from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.reports._format import fmt_bytes, fmt_line, fmt_ns, fmt_value, short
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -32,30 +33,14 @@ def render(
             f"cv {st['cv_pct']:.1f}%, warm-up {st['num_warmup']}, outliers {st['num_outliers']}"
         )
 
-    t = Table(title="Where the time went (per rank and device, all steps)", title_justify="left")
-    for col in ("rank", "device", "wall", "compute", "memcpy", "memset", "comm (exposed)", "host (exposed)", "idle"):
-        t.add_column(col, justify="right" if col not in ("device",) else "left")
-    bd = a.breakdown
-    if len(bd):
-        g = bd.groupby(["rank", "device", "device_type"], as_index=False)[
-            ["wall_ns", "compute_ns", "memcpy_ns", "memset_ns", "communication_ns", "host_exposed_ns", "idle_ns"]
-        ].sum()
-        for r in g.itertuples():
-            wall = r.wall_ns or 1
-            pct = [
-                f"{100 * v / wall:.1f}%"
-                for v in (r.compute_ns, r.memcpy_ns, r.memset_ns, r.communication_ns, r.host_exposed_ns, r.idle_ns)
-            ]
-            dev = f"{r.device_type}:{r.device}" if r.device >= 0 else "cpu (host only)"
-            t.add_row(str(r.rank), dev, fmt_ns(r.wall_ns), *pct)
-    console.print(t)
+    console.print(attribution_table(a))
 
     findings = a.filter(min_severity)
     console.print(f"\n[bold]Findings ({len(findings)}, most costly first)[/bold]")
     if not findings:
         console.print("No problems detected by the rules that ran.")
     for i, f in enumerate(findings, 1):
-        cost = f" (costs ~{fmt_ns(f.cost_ns)})" if f.cost_ns else ""
+        cost = f" (costs ~{fmt_ns(f.cost_ns)} of {f.category})" if f.cost_ns and f.category else ""
         console.print(
             f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{f.title}[/bold]{cost}  [dim]{f.rule_id}[/dim]"
         )
@@ -108,3 +93,41 @@ def render(
 
     if a.skipped:
         console.print("[dim]Rules skipped: " + "; ".join(f"{rid} ({why})" for rid, why in a.skipped) + "[/dim]")
+
+
+def attribution_table(a: Analysis) -> Any:
+    """The step-time attribution per rank and device, summed over steps: each category's share."""
+    from rich.table import Table
+
+    at = a.attribution
+    present = [c for c in CATEGORY_NAMES if len(at) and at[f"{c}_ns"].sum() > 0]
+    host_only = bool(len(at)) and bool((at["device"] < 0).all())
+    labels = HOST_ONLY_SHORT if host_only else SHORT_LABELS
+    t = Table(title="Where step time went (each instant once, by priority; docs/rules.md)", title_justify="left")
+    for col in ("rank", "device", "wall", *(labels[c] for c in present)):
+        t.add_column(col, justify="left" if col == "device" else "right")
+    if len(at):
+        g = at.groupby(["rank", "device", "device_type"], as_index=False)[
+            ["wall_ns", *(f"{c}_ns" for c in present)]
+        ].sum()
+        for r in g.itertuples():
+            wall = r.wall_ns or 1
+            dev = f"{r.device_type}:{r.device}" if r.device >= 0 else "cpu (host only)"
+            t.add_row(
+                str(r.rank), dev, fmt_ns(r.wall_ns), *(f"{100 * getattr(r, f'{c}_ns') / wall:.1f}%" for c in present)
+            )
+    return t
+
+
+SHORT_LABELS = {
+    "compute": "compute",
+    "communication": "comm",
+    "copy": "copy",
+    "host_blocked": "host blocked",
+    "device_wait": "dev wait",
+    "data_loading": "data",
+    "host_launch": "host launch",
+    "host_python": "python",
+    "untraced": "untraced",
+}
+HOST_ONLY_SHORT = {**SHORT_LABELS, "compute": "ops"}

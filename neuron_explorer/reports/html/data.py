@@ -81,15 +81,17 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     line_rows = source_line_rows(analysis.source_lines)
     lines = table(line_rows, LINE_COLUMNS)
     notes = _notes(timeline, kernels, ops, lines)
-    if len(analysis.breakdown) > figures.MAX_BARS:
-        notes.append(f"The step-time breakdown has {len(analysis.breakdown):,} bars, so it is drawn as a stacked area.")
+    if len(analysis.attribution) > figures.MAX_BARS:
+        notes.append(
+            f"The step-time breakdown has {len(analysis.attribution):,} bars, so it is drawn as a stacked area."
+        )
     return {
         "version": __version__,
         "header": header(trace, analysis, title),
         "findings": [finding_view(f) for f in analysis.findings],
         "skipped": [{"rule_id": str(r), "reason": str(why)} for r, why in analysis.skipped],
         "figures": {
-            "breakdown": figures.breakdown_figure(analysis.breakdown),
+            "breakdown": figures.breakdown_figure(analysis.attribution),
             "kernels": figures.top_bar_figure(analysis.kernels, "name", "total_ns", "Total device time"),
             "ops": figures.ops_figure(analysis.ops),
             "lines": figures.lines_figure(line_rows),

@@ -27,11 +27,14 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: Breakdown parts in bar order, with their colors.
 PARTS: tuple[tuple[str, str, str], ...] = (
     ("compute_ns", "compute", "green3"),
-    ("communication_ns", "communication", "magenta"),
-    ("memcpy_ns", "memcpy", "yellow"),
-    ("memset_ns", "memset", "light_salmon3"),
-    ("host_exposed_ns", "host exposed", "dodger_blue2"),
-    ("idle_ns", "idle", "grey50"),
+    ("communication_ns", "comm", "magenta"),
+    ("copy_ns", "copy", "yellow"),
+    ("host_blocked_ns", "host blocked", "red"),
+    ("device_wait_ns", "device wait", "orange3"),
+    ("data_loading_ns", "data", "cyan"),
+    ("host_launch_ns", "host launch", "dodger_blue2"),
+    ("host_python_ns", "python", "medium_purple"),
+    ("untraced_ns", "untraced", "grey50"),
 )
 BAR_WIDTH = 50
 TOP_FINDINGS = 5
@@ -105,7 +108,7 @@ class OverviewPane(VerticalScroll):
         self.query_one("#overview-devices", Static).update(body)
 
     def show_analysis(self, analysis: Analysis) -> None:
-        self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.breakdown))
+        self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.attribution))
         verdict = str(analysis.summary.get("verdict") or "")
         findings = analysis.findings[:TOP_FINDINGS]
         table = Table(box=None, header_style="bold", expand=True)
@@ -129,7 +132,7 @@ def breakdown_renderable(breakdown: pd.DataFrame | None) -> Table | Text:
     """One stacked bar per (rank, device): the parts of step wall time summed over steps."""
     if breakdown is None or len(breakdown) == 0:
         return Text("no step breakdown (no device work or steps)", style="dim")
-    parts = [p for p in PARTS if p[0] in breakdown.columns]
+    parts = [p for p in PARTS if p[0] in breakdown.columns and breakdown[p[0]].sum() > 0]
     keys = [k for k in ("rank", "device") if k in breakdown.columns]
     sums = breakdown.groupby(keys, dropna=False)[["wall_ns", *[p[0] for p in parts]]].sum().reset_index()
     table = Table(box=None, header_style="bold")
