@@ -101,7 +101,7 @@ _COLLECTIVE_NAME = re.compile(
     r"(?i)^(nccl|rccl)|^c10d::|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|all_to_all"
 )
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-_MEMCPY_NAME = re.compile(r"(?i)memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)(?:.*?\((\w+))?")
+_MEMCPY_NAME = re.compile(r"(?i)memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)")
 _AMD_COPY = {"CopyHostToDevice": "HtoD", "CopyDeviceToHost": "DtoH", "CopyDeviceToDevice": "DtoD"}
 #: c10::DeviceType codes written in [memory] events.
 _C10_DEVICE = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuseone"}
@@ -799,8 +799,9 @@ def _memcpy_kinds(name: _Words, is_copy: np.ndarray) -> pa.Array:
         nm = nm or ""
         m = _MEMCPY_NAME.search(nm)
         if m:
-            memory = m.group(2)
-            labels.append(f"{m.group(1)} ({memory})" if memory in ("Pageable", "Pinned") else m.group(1))
+            # "Memcpy DtoH (Device -> Pageable)", "Memcpy HtoD (Pageable -> Device)": host memory on either side
+            memory = next((w for w in ("Pageable", "Pinned") if w in nm[m.end(1) :]), None)
+            labels.append(f"{m.group(1)} ({memory})" if memory else m.group(1))
         else:
             labels.append(next((v for k, v in _AMD_COPY.items() if k in nm), None))
     return dictionary_from_codes(np.where(is_copy, name.codes, -1), labels)
