@@ -10,7 +10,6 @@ and its cost is known by construction here (the test computes it from the layout
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
