@@ -80,6 +80,20 @@ _BLOCKED, _QUEUED, _LOADING, _OPS, _PYTHON = 3, 4, 5, 6, 7
 def blocking_calls(frames: TraceFrames) -> pd.DataFrame:
     """Host events during which the host waits on the device, with a ``reason`` column:
     ``sync`` (synchronize calls, ``cuda_sync`` records) or ``copy`` (blocking or pageable copies)."""
+    return frames.memo("blocking_calls", lambda: _blocking_calls(frames))
+
+
+def blocked_by_copies_ns(frames: TraceFrames) -> int:
+    """The part of ``host_blocked`` under blocking copy calls (the rest is synchronize calls)."""
+
+    def compute() -> int:
+        calls = blocking_calls(frames)
+        return exposed_ns(frames, calls[calls["reason"] == "copy"])
+
+    return frames.memo("blocked_by_copies_ns", compute)
+
+
+def _blocking_calls(frames: TraceFrames) -> pd.DataFrame:
     host = frames.host
     rt = host[host["kind"] == Kind.RUNTIME]
     is_block = name_mask(rt["name"], BLOCKING_RUNTIME)

@@ -142,6 +142,13 @@ class TraceFrames:
         df = self._select((Kind.MEMORY,), _MEMORY_COLUMNS)
         return df.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
 
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per trace: for derived views several rules share."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
     def host_of(self, *kinds: str) -> pd.DataFrame:
         host = self.host
         return host[host["kind"].isin(kinds)]

@@ -7,8 +7,10 @@ short), else ``host_bound``. The checks use each rule's thresholds as this run s
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from neuron_explorer.analyzers.context import ukey
 from neuron_explorer.analyzers.rules._evidence import num_steps, threshold_of
 from neuron_explorer.analyzers.rules.registry import RuleContext
 from neuron_explorer.trace.schema import Kind
@@ -16,13 +18,17 @@ from neuron_explorer.trace.schema import Kind
 
 def tiny_op_stats(ctx: RuleContext) -> tuple[pd.DataFrame, float, float] | None:
     """Top-level framework ops (no op parent), their count per step and mean duration."""
-    ops = ctx.frames.host_of(Kind.CPU_OP)
-    if not len(ops):
-        return None
-    op_ids = pd.MultiIndex.from_arrays([ops["rank"].to_numpy(), ops["event_id"].to_numpy()])
-    parent = pd.MultiIndex.from_arrays([ops["rank"].to_numpy(), ops["parent_id"].to_numpy()])
-    top = ops[~parent.isin(op_ids)]
-    return top, len(top) / num_steps(ctx.analysis), float(top["dur_ns"].mean())
+
+    def compute() -> tuple[pd.DataFrame, float, float] | None:
+        ops = ctx.frames.host_of(Kind.CPU_OP)
+        if not len(ops):
+            return None
+        op_ids = ukey(ops["rank"].to_numpy(), ops["event_id"].to_numpy())
+        parent = ukey(ops["rank"].to_numpy(), ops["parent_id"].to_numpy())
+        top = ops[~np.isin(parent, op_ids)]
+        return top, len(top) / num_steps(ctx.analysis), float(top["dur_ns"].mean())
+
+    return ctx.frames.memo("tiny_op_stats", compute)
 
 
 def tiny_ops_explain(ctx: RuleContext) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.attribution import DATALOADER, blocking_calls, exposed_ns
+from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_ns, blocking_calls
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
@@ -64,8 +64,7 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
     loop = syncs[inside]
     per_step = len(loop) / num_steps(ctx.analysis)
     wall = attributed_wall_ns(ctx.analysis) or 1
-    copy_part = exposed_ns(ctx.frames, calls[calls["reason"] == "copy"])
-    blocked = max(category_ns(ctx.analysis, "host_blocked") - copy_part, 0)
+    blocked = max(category_ns(ctx.analysis, "host_blocked") - blocked_by_copies_ns(ctx.frames), 0)
     pct = 100.0 * blocked / wall
     if per_step < ctx.threshold("min_per_step") or pct < ctx.threshold("min_pct"):
         return []

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.attribution import blocking_calls, exposed_ns
+from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
@@ -47,7 +47,7 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     pageable = m["memcpy_kind"].astype(str).str.contains("Pageable", case=False).to_numpy()
     if not len(copies):
         return []
-    blocked = exposed_ns(ctx.frames, copies)
+    blocked = blocked_by_copies_ns(ctx.frames)
     wall = attributed_wall_ns(ctx.analysis) or 1
     pct = 100.0 * blocked / wall
     if pct < ctx.threshold("min_pct"):
