@@ -33,8 +33,10 @@ import pyarrow.compute as pc
 from neuron_explorer.collectors import json_depth
 from neuron_explorer.collectors import kineto_checks as checks
 from neuron_explorer.collectors._conversion import conversion_settings
+from neuron_explorer.collectors.kineto_carry import take_carried
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.parallel_decode import ChunkDecoder
+from neuron_explorer.trace import carry
 from neuron_explorer.trace.arrow import (
     dictionary_array,
     from_numpy,
@@ -48,8 +50,10 @@ from neuron_explorer.trace.repairs import DROPPED, IGNORED, KEPT_AS_TEXT, Repair
 
 try:  # ISA-L's gzip is 2-3x faster than zlib's; fall back to the standard library.
     from isal import igzip as _gzip
+    from isal.isal_zlib import error as _isal_error
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _gzip = gzip  # type: ignore[no-redef]
+    _isal_error = zlib.error  # type: ignore[misc]
 
 JSON_SUFFIXES = (".json", ".json.gz", ".gz")
 #: Above this many uncompressed bytes the events are decoded in chunks.
@@ -166,7 +170,7 @@ def _import(path: Path, progress: ProgressCallback | None) -> Trace:
         top, chunks, repairs = _decode(path, progress)
     except TraceFormatError:
         raise
-    except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+    except (EOFError, zlib.error, _isal_error, gzip.BadGzipFile, OSError) as exc:
         raise TraceFormatError(f"cannot decompress ({_why(exc)}); is the .gz file truncated?", path) from None
     except msgspec.ValidationError as exc:  # (a DecodeError subclass: tested first)
         raise TraceFormatError(f"not a Chrome/Kineto trace ({_why(exc)})", path) from None
@@ -181,7 +185,7 @@ def _import(path: Path, progress: ProgressCallback | None) -> Trace:
     metadata = _metadata(top, path, repairs)
     # build_trace gets the only reference to the columns (none stays here or in `chunks`), so it
     # can free each input column as soon as its reordered copy exists.
-    box = [RawEvents.concat(chunks)]
+    box = [_within_time_range(RawEvents.concat(chunks), metadata["base_time_ns"], repairs, path)]
     chunks.clear()
     repairs.record(metadata)
     trace = build_trace(box.pop(), metadata, source=path)
@@ -189,6 +193,21 @@ def _import(path: Path, progress: ProgressCallback | None) -> Trace:
     found.merge({(e["what"], e["action"]): e["count"] for e in trace.metadata.get("repairs") or []})
     found.warn(path, stacklevel=4)
     return trace
+
+
+def _within_time_range(raw: RawEvents, base: int | None, repairs: Repairs, path: Path) -> RawEvents:
+    """Drop the events whose absolute start (ts + baseTimeNanoseconds) passes ``MAX_TIME_NS``
+    (each alone is within it: the sum cannot overflow)."""
+    if not base:
+        return raw
+    start = np.asarray(raw.start_ns, np.int64)
+    keep = np.abs(start + base) <= checks.MAX_TIME_NS
+    if keep.all():
+        return raw
+    repairs.add(checks.TS_OUT_OF_RANGE, DROPPED, int(np.count_nonzero(~keep)))
+    if not keep.any():
+        raise TraceFormatError(f"no valid event: all {len(keep):,} start past {checks.MAX_TIME_NS:.0e} ns", path)
+    return raw.filter(keep)
 
 
 def _dropped(raw: RawEvents) -> int:
@@ -463,7 +482,12 @@ def _columns(events: list[_Event]) -> RawEvents:
     extras = _extras(events, pid_extra, tid_extra, flow_extra)
     args_raw = list(map(attrgetter("args"), events))
     del events
-    args = _args_text(args_raw)
+    data = b"".join(args_raw)
+    columns: dict[str, pa.Array] = {}
+    if carry.PREFIX in data:  # an export of ours: take back the columns it carried
+        args_raw, columns = take_carried(args_raw, _NO_ARGS, issues)
+        data = b"".join(args_raw)
+    args = _args_text(args_raw, data)
     typed = _typed_args(args_raw, to_numpy(cat.indices, fill=-1), issues)
     return RawEvents(
         n=n,
@@ -478,6 +502,7 @@ def _columns(events: list[_Event]) -> RawEvents:
         args=args,
         extra=extras,
         typed=typed,
+        columns=columns,
         issues=issues,
     )
 
@@ -610,14 +635,13 @@ def _text_scalar(text: str) -> pa.Scalar:
 _EMPTY, _COMMA, _OPEN, _CLOSE = (_text_scalar(t) for t in ("", ", ", "{", "}"))
 
 
-def _args_text(raws: list[msgspec.Raw]) -> pa.Array:
-    """The raw args fragments as an Arrow string array (no per-item copies; null where an
-    event has no args)."""
+def _args_text(raws: list[msgspec.Raw], data: bytes) -> pa.Array:
+    """The raw args fragments (``data``: them joined) as an Arrow string array (no per-item
+    copies; null where an event has no args)."""
     n = len(raws)
     lens = np.fromiter(map(len, raws), np.int64, n)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
-    data = b"".join(raws)
     # Events without args carry the _NO_ARGS default: three bytes ending in a space.
     three = np.nonzero(lens == 3)[0]
     valid = np.ones(n, bool)

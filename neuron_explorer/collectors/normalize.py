@@ -36,10 +36,12 @@ import pyarrow.compute as pc
 from neuron_explorer import __version__
 from neuron_explorer.collectors._conversion import release_freed_memory
 from neuron_explorer.collectors.deferred import DeferredTrace
+from neuron_explorer.collectors.kineto_carry import CARRIED
 from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.source_attribution import attribute_source
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.arrow import (
+    bool_array,
     dict_parts,
     dictionary_from_codes,
     from_numpy,
@@ -191,6 +193,31 @@ class RawEvents:
             src=merge([p.src for p in parts]),
             columns=merge([p.columns for p in parts]),
             issues=_sum_issues([p.issues for p in parts]),
+        )
+
+    def filter(self, keep: np.ndarray) -> RawEvents:
+        """Only the rows where ``keep`` is True (every column, typed and source ones too)."""
+        mask = bool_array(keep)
+
+        def f(arr: Any) -> Any:
+            return arr.filter(mask)
+
+        return RawEvents(
+            n=int(np.count_nonzero(keep)),
+            ph=f(self.ph),
+            cat=f(self.cat),
+            name=f(self.name),
+            pid=f(self.pid),
+            tid=f(self.tid),
+            start_ns=np.asarray(self.start_ns)[keep],
+            dur_ns=np.asarray(self.dur_ns)[keep],
+            flow_id=f(self.flow_id),
+            args=f(self.args),
+            extra=f(self.extra),
+            typed={k: f(v) for k, v in self.typed.items()},
+            src={k: f(v) for k, v in self.src.items()},
+            columns={k: f(v) for k, v in self.columns.items()},
+            issues=dict(self.issues),
         )
 
 
@@ -585,6 +612,8 @@ def build_trace(
             trim()  # the input chunks just freed
     del take
     typed = raw.typed
+    # Columns a Chrome export of ours carried (``collectors.kineto_carry``) win where carried.
+    carried = raw.columns.pop(CARRIED, None)
 
     kind, dev_code, dtypes = _classify(ph, cat, name, typed, metadata)
     on_device = np.isin(kind, _ON_DEVICE_CODES)
@@ -726,7 +755,7 @@ def build_trace(
         "op_id": _nullable(op, pa.int64()),
         "fwd_id": _nullable(fwd, pa.int64()),
         "step": _nullable(step, pa.int32()),
-        "cycle": raw.columns.get("cycle", from_numpy(np.zeros(n, np.int32), pa.int32())),
+        "cycle": _zero_null(raw.columns.get("cycle"), n),
         "sequence_nr": _nullable(_int_column(pop("sequence_nr"), n), pa.int64()),
         **src,
         "flops": _nullable(_int_column(pop("flops"), n), pa.int64()),
@@ -754,7 +783,7 @@ def build_trace(
     }
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
-            cols[k] = v
+            cols[k] = v if carried is None else _where(carried, v, cols[k])
     raw.flow_id = None
     del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
     trim()
@@ -792,6 +821,23 @@ def build_trace(
 
 #: Text columns left in input order until the trace is written (``collectors.deferred``).
 _DEFERRED_COLUMNS = ("args", "extra", "input_shapes", "input_types")
+
+
+def _zero_null(arr: pa.Array | None, n: int) -> pa.Array:
+    if arr is None:
+        return from_numpy(np.zeros(n, np.int32), pa.int32())
+    return arr.fill_null(0) if arr.null_count else arr
+
+
+def _where(mask: pa.Array, given: pa.Array, derived: pa.Array) -> pa.Array:
+    """``given`` where ``mask`` is true, else ``derived`` (as plain, undictionaried types)."""
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks()
+    given, derived = ((a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a) for a in (given, derived))
+    given, derived = (a.cast(a.type.value_type) if pa.types.is_dictionary(a.type) else a for a in (given, derived))
+    if given.type != derived.type:
+        given = given.cast(derived.type)
+    return pc.if_else(mask.fill_null(False), given, derived)
 
 
 def _reorder(arr: pa.Array | pa.ChunkedArray, take: pa.Array) -> pa.Array:
