@@ -73,6 +73,8 @@ def mutate_parquet(table: pa.Table, meta: dict[str, Any], rng: random.Random) ->
     choice = rng.randrange(9)
     if n == 0:
         choice = rng.choice([0, 1, 2, 8])
+    if not isinstance(meta, dict) and choice == 2:
+        choice = 8
     if choice == 0:
         name = rng.choice(names)
         return table.drop_columns([name]), meta, f"drop {name}", n > 0
@@ -164,7 +166,10 @@ def parquet_input(rng: random.Random, seeds: list[tuple[pa.Table, dict[str, Any]
     table, meta = rng.choice(seeds)
     names, lossy = [], False
     for _ in range(rng.choice([1, 1, 2])):
-        table, meta, name, loss = mutate_parquet(table, meta, rng)
+        try:
+            table, meta, name, loss = mutate_parquet(table, meta, rng)
+        except (KeyError, TypeError, ValueError, pa.ArrowException):  # (a column an earlier step changed)
+            continue
         names.append(name)
         lossy |= loss
     data = encode_parquet(table, meta)

@@ -488,7 +488,7 @@ def _columns(events: list[_Event]) -> RawEvents:
         args_raw, columns = take_carried(args_raw, _NO_ARGS, issues)
         data = b"".join(args_raw)
     args = _args_text(args_raw, data)
-    typed = _typed_args(args_raw, to_numpy(cat.indices, fill=-1), issues)
+    typed = _typed_args(args_raw, to_numpy(cat.indices, fill=-1))
     return RawEvents(
         n=n,
         ph=dictionary_array(ph, none_as=""),
@@ -672,9 +672,7 @@ def _parse_ts(raws: list[msgspec.Raw]) -> np.ndarray:
     return checks.parse_times(raws)[0]
 
 
-def _typed_args(
-    raws: list[msgspec.Raw], groups: np.ndarray, issues: dict[tuple[str, str], int] | None = None
-) -> dict[str, pa.Array]:
+def _typed_args(raws: list[msgspec.Raw], groups: np.ndarray) -> dict[str, pa.Array]:
     """Decode the fields analyzers use from every event's args.
 
     Events are decoded per category (``groups``: a code per event): within one category the
@@ -689,7 +687,7 @@ def _typed_args(
     pieces: dict[str, list[tuple[int, pa.Array]]] = {}
     for k, rows in enumerate(np.split(order, bounds)):
         group = [raws[rows[0]]] if len(rows) == 1 else list(itemgetter(*rows.tolist())(raws))
-        for field, arr in _typed_group(group, issues).items():
+        for field, arr in _typed_group(group).items():
             pieces.setdefault(field, []).append((k, arr))
     if not pieces:
         return {}
@@ -712,7 +710,7 @@ def _typed_args(
     return out
 
 
-def _typed_group(raws: list[msgspec.Raw], issues: dict[tuple[str, str], int] | None = None) -> dict[str, pa.Array]:
+def _typed_group(raws: list[msgspec.Raw]) -> dict[str, pa.Array]:
     """The typed arguments present in one group of events' args (absent ones are left out)."""
     blob = b"[" + b",".join(raws) + b"]"
     # All fields are decoded and absent ones dropped afterwards: cheaper than searching the
@@ -731,11 +729,8 @@ def _typed_group(raws: list[msgspec.Raw], issues: dict[tuple[str, str], int] | N
                 decoded.append(decoder.decode(b"[" + bytes(r) + b"]")[0])
             except (msgspec.DecodeError, msgspec.ValidationError):
                 decoded.append(empty)
-            except RecursionError:
+            except RecursionError:  # (deep args: counted where they were cut out, json_depth)
                 decoded.append(empty)
-                if issues is not None:
-                    key = (json_depth.DEEP_ARGS, KEPT_AS_TEXT)
-                    issues[key] = issues.get(key, 0) + 1
     del blob
     out: dict[str, pa.Array] = {}
     for field in fields:

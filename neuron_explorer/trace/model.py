@@ -250,7 +250,7 @@ def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dic
         raise TraceFormatError("the trace holds no events", path)
     repairs = Repairs()
     metadata = validate.check_metadata(metadata, path, repairs)
-    table = validate.check_columns(table, wanted, path, repairs)
+    table = validate.check_columns(table, wanted, metadata["rank"], path, repairs)
     table = validate.check_values(table, path, repairs)
     repairs.record(metadata)
     repairs.warn(path, stacklevel=4)

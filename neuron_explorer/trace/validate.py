@@ -98,8 +98,9 @@ def _cast(col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray | None:
         return None
 
 
-def check_columns(table: pa.Table, wanted: list[str], path: Path, repairs: Repairs) -> pa.Table:
-    """``table`` with exactly the ``wanted`` schema columns, each of its schema type."""
+def check_columns(table: pa.Table, wanted: list[str], rank: int, path: Path, repairs: Repairs) -> pa.Table:
+    """``table`` with exactly the ``wanted`` schema columns, each of its schema type (``rank``:
+    the file's, for a missing rank column)."""
     n = table.num_rows
     arrays: list[Any] = []
     fields: list[pa.Field] = []
@@ -109,12 +110,16 @@ def check_columns(table: pa.Table, wanted: list[str], path: Path, repairs: Repai
         if col is None:
             if name in REQUIRED:
                 raise TraceFormatError(f"trace is missing required column {name}", path)
-            repairs.add(f"column {name} missing", NULLED, n)
-            col = pa.chunked_array([pa.nulls(n, want)], want)
+            if name == "rank":  # every row of a file is its rank's
+                repairs.add("column rank missing (filled with the metadata rank)", NULLED, n)
+                col = pa.chunked_array([pa.array(np.full(n, rank, np.int32))], want)
+            else:
+                repairs.add(f"column {name} missing", NULLED, n)
+                col = pa.chunked_array([pa.nulls(n, want)], want)
         else:
             cast = _cast(col, want) if _convertible(col.type, want) else None
             if cast is None:
-                problem = f"column {name} of type {col.type}, expected {want}"
+                problem = f"column {name} of type {_type_name(col.type)}, expected {_type_name(want)}"
                 if name in REQUIRED:
                     raise TraceFormatError(problem, path)
                 repairs.add(problem, NULLED, n)
@@ -123,6 +128,10 @@ def check_columns(table: pa.Table, wanted: list[str], path: Path, repairs: Repai
         arrays.append(col)
         fields.append(pa.field(name, want))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _type_name(typ: pa.DataType) -> str:
+    return f"{typ.value_type} (dictionary)" if pa.types.is_dictionary(typ) else str(typ)
 
 
 def check_values(table: pa.Table, path: Path, repairs: Repairs) -> pa.Table:
