@@ -310,8 +310,12 @@ def run_cli(argv: list[str]) -> tuple[int | None, str, BaseException | None]:
 
     err = io.StringIO()
     out = io.StringIO()
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        sys.stderr.write(warnings.formatwarning(message, category, "", 0))
+
     with warnings.catch_warnings():
         warnings.simplefilter("always")
+        warnings.showwarning = show  # (not pytest's recorder: the user's stderr is under test)
         try:
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
                 code = main(argv)
