@@ -123,6 +123,10 @@ def render_text(info: dict[str, Any]) -> None:
         console.print(
             f"Backward ops linked to their forward op: {links['backward_ops_linked_to_forward']:,} of {links['backward_ops']:,}"
         )
+    if info.get("repairs"):
+        console.print(f"Repairs made reading the input ({info['dropped_events']:,} events dropped):", markup=False)
+        for r in info["repairs"]:
+            console.print(f"  {r.get('action')}: {r.get('what')} ({r.get('count', 0):,})", markup=False)
     for p in info["device_properties"][:8]:
         mem = p.get("totalGlobalMem")
         console.print(f"Device {p.get('id')}: {p.get('name')} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}")

@@ -103,6 +103,8 @@ def describe(trace: Trace) -> dict[str, Any]:
             if isinstance(p, dict)
         ],
         "distributed_info": _short_dist(trace.metadata.get("distributed_info")),
+        "dropped_events": int(trace.metadata.get("dropped_events") or 0),
+        "repairs": [r for r in trace.metadata.get("repairs") or [] if isinstance(r, dict)],
     }
 
 
