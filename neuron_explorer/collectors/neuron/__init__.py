@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from neuron_explorer.collectors.neuron.align import Alignment, align
-from neuron_explorer.collectors.neuron.events import profile_metadata, profile_rows, trace_metadata
+from neuron_explorer.collectors.neuron.events import empty_rows, profile_metadata, profile_rows, trace_metadata
 from neuron_explorer.collectors.neuron.legacy_json import (
     is_device_json,
     is_system_json,
@@ -139,7 +139,9 @@ def build_device_trace(profiles: list[DeviceProfile], alignments: list[Alignment
     neuron = profile_metadata(profiles, alignments, streams)
     meta = trace_metadata(profiles, neuron)
     if not parts:
-        raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
+        if not all(p.metrics_only for p in profiles):
+            raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
+        parts = [empty_rows()]  # a summary-json export: metrics only
     raw = RawEvents.concat(parts)
     return build_trace(raw, meta, source=profiles[0].source)
 

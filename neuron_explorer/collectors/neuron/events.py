@@ -80,12 +80,21 @@ def _device_columns(n: int, device: int, stream: np.ndarray, kind: str) -> dict[
 
 
 def _opt_int(series: pd.Series) -> pa.Array:
-    v = pd.to_numeric(series, errors="coerce")
-    return (
-        pa.array(v.to_numpy(np.float64), pa.float64()).cast(pa.int64(), safe=False)
-        if len(v)
-        else pa.array([], pa.int64())
-    )
+    """int64 with nulls where the value is missing (never NaN cast to int64's minimum)."""
+    v = pd.to_numeric(series, errors="coerce").to_numpy(np.float64)
+    ok = np.isfinite(v) & (np.abs(v) < 9.2e18)
+    return pa.array(np.where(ok, v, 0).astype(np.int64), pa.int64(), mask=~ok)
+
+
+def _opt_str(series: pd.Series) -> pa.Array:
+    v = series.astype(str).astype(object).where(series.notna(), None)
+    return pa.array(v.to_numpy(dtype=object), pa.string(), from_pandas=True)
+
+
+def empty_rows() -> RawEvents:
+    """No events (a metrics-only profile still becomes a trace, with its metadata)."""
+    empty = np.zeros(0, np.int64)
+    return _raw(0, CAT_INSTRUCTION, [], empty, empty, empty, empty, [], _device_columns(0, 0, empty, Kind.KERNEL))
 
 
 def dma_queue_streams(profile: DeviceProfile) -> dict[tuple[int, str], int]:
@@ -112,6 +121,9 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         n = len(ins)
         stream = ins["pcore"].to_numpy(np.int64) * PCORE_STRIDE + ins["engine"].map(ENGINE_STREAM).to_numpy(np.int64)
         cols = _device_columns(n, dev, stream, Kind.KERNEL)
+        # Semaphore waits stay on their engine's queue as annotations: never compute.
+        wait = ins["is_wait"].to_numpy(bool)
+        cols["kind"] = pa.array(np.where(wait, Kind.DEVICE_ANNOTATION, Kind.KERNEL).astype(object), pa.string())
         cols["flops"] = _opt_int(ins["raw_flops"])
         has_src = ins["src_line"].to_numpy() >= 0
         src = {
@@ -123,6 +135,8 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
                 ins["src_func"].where(has_src).astype(object).to_numpy(), pa.string(), from_pandas=True
             ),
             "src_precision": pa.array(np.where(has_src, Precision.LINE, None).astype(object), pa.string()),
+            # The compiler's framework layer is the module path the instruction ran under.
+            "src_module": _opt_str(ins["layer"]),
         }
         parts.append(
             _raw(
@@ -157,12 +171,17 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         keys = pd.Series(list(zip(dma["pcore"].tolist(), dma["queue"].tolist())), index=dma.index)
         stream = keys.map(qmap).to_numpy(np.int64)
         is_cc = dma["is_cc"].to_numpy(bool)
-        kind = np.where(is_cc, Kind.COLLECTIVE, Kind.MEMCPY)
+        transfer = dma["is_transfer"].to_numpy(bool) if "is_transfer" in dma else np.ones(n, bool)
+        # Transfers are the copies; packets of an aggregated transfer are annotations beside it.
+        kind = np.where(~transfer, Kind.DEVICE_ANNOTATION, np.where(is_cc, Kind.COLLECTIVE, Kind.MEMCPY))
         cols = _device_columns(n, dev, stream, Kind.MEMCPY)
         cols["kind"] = pa.array(kind.astype(object), pa.string())
-        src_mem, dst_mem = dma["src_mem"].fillna("?"), dma["dst_mem"].fillna("?")
+        src_mem, dst_mem = dma["src_mem"].fillna("unknown"), dma["dst_mem"].fillna("unknown")
+        known = (src_mem != "unknown").to_numpy() & (dst_mem != "unknown").to_numpy()
         direction = np.where(
-            src_mem.to_numpy() == "HOST", "HtoD", np.where(dst_mem.to_numpy() == "HOST", "DtoH", "DtoD")
+            src_mem.to_numpy() == "HOST",
+            "HtoD",
+            np.where(dst_mem.to_numpy() == "HOST", "DtoH", np.where(known, "DtoD", "DMA")),
         )
         mk = pd.Series(direction, index=dma.index) + " (" + src_mem + "->" + dst_mem + ")"
         cols["memcpy_kind"] = pa.array(mk.to_numpy(dtype=object), pa.string())
@@ -171,7 +190,8 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
             pd.to_numeric(dma["throughput"], errors="coerce").to_numpy(np.float64) / 1e9, pa.float64()
         )
         cols["collective_name"] = pa.array(np.where(is_cc, "cc_dma", None).astype(object), pa.string())
-        name = np.where(is_cc, "CC DMA " + dma["queue"].astype(str), "DMA " + dma["queue"].astype(str))
+        queue = dma["queue"].astype(str)
+        name = np.where(is_cc, "CC DMA " + queue, np.where(transfer, "DMA ", "DMA packet ") + queue)
         parts.append(
             _raw(
                 n,
@@ -185,8 +205,12 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
                 cols,
             )
         )
-        for (pcore, queue), s in qmap.items():
-            streams.append({"device": dev, "stream": s, "name": queue, "type": "dma", "pcore": pcore})
+        qtype = dict(zip(dma["queue"].astype(str), dma["queue_type"])) if "queue_type" in dma else {}
+        for (pcore, q), s in qmap.items():
+            t = qtype.get(q)
+            streams.append(
+                {"device": dev, "stream": s, "name": q, "type": "dma", "pcore": pcore, "queue_type": _scalar(t)}
+            )
     cc = profile.ccops
     if len(cc):
         n = len(cc)
@@ -221,6 +245,10 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
     if len(sp):
         parts.extend(_system_rows(sp, dev))
     return parts, streams
+
+
+def _scalar(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and v != v) else str(v)
 
 
 def _system_rows(sp: pd.DataFrame, dev: int) -> list[RawEvents]:
@@ -290,6 +318,10 @@ def profile_metadata(
                 "executions": len(p.executions),
                 "unknown_columns": {k: v for k, v in p.unknown_columns.items() if v},
                 "warnings": list(p.warnings),
+                "file_warnings": list(p.file_warnings),
+                "metrics_only": p.metrics_only,
+                "derived_metrics": derived,
+                "operators": operator_table(p),
             }
         )
     first = profiles[0]
@@ -298,8 +330,48 @@ def profile_metadata(
         "streams": streams,
         "engines": list(ENGINES),
         "warnings": [w for d in per_device for w in d["warnings"]],
+        "file_warnings": [w for d in per_device for w in d["file_warnings"]],
+        "metrics_only": all(p.metrics_only for p in profiles),
         "source": str(first.source),
     }
+
+
+def operator_table(profile: DeviceProfile, limit: int = 500) -> list[dict[str, Any]]:
+    """Device time by framework layer and HLO op (AWS's Operator Table), waits excluded.
+
+    ``hlo_op`` is the HLO instruction name without its ``.N`` suffix (``dot.12`` -> ``dot``).
+    """
+    ins = profile.instructions
+    if not len(ins):
+        return []
+    work = ins[~ins["is_wait"]] if "is_wait" in ins else ins
+    if not len(work):
+        return []
+    layer = work["layer"].astype(object).where(work["layer"].notna(), "").astype(str)
+    hlo = work["hlo_name"].astype(object).where(work["hlo_name"].notna(), "").astype(str)
+    df = pd.DataFrame({"layer": layer, "hlo_name": hlo, "engine": work["engine"], "dur_ns": work["dur_ns"]})
+    g = (
+        df.groupby(["layer", "hlo_name"], sort=False)
+        .agg(instructions=("dur_ns", "size"), device_ns=("dur_ns", "sum"), engines=("engine", "nunique"))
+        .reset_index()
+        .sort_values("device_ns", ascending=False)
+    )
+    total = float(g["device_ns"].sum()) or 1.0
+    g["device_pct"] = 100.0 * g["device_ns"] / total
+    g["hlo_op"] = g["hlo_name"].str.replace(r"\.\d+$", "", regex=True)
+    g = g.head(limit)
+    return [
+        {
+            "layer": r.layer or None,
+            "hlo_name": r.hlo_name or None,
+            "hlo_op": r.hlo_op or None,
+            "instructions": int(r.instructions),
+            "device_ns": int(r.device_ns),
+            "device_pct": float(r.device_pct),
+            "engines": int(r.engines),
+        }
+        for r in g.itertuples(index=False)
+    ]
 
 
 def trace_metadata(profiles: list[DeviceProfile], neuron: dict[str, Any]) -> dict[str, Any]:
@@ -308,13 +380,17 @@ def trace_metadata(profiles: list[DeviceProfile], neuron: dict[str, Any]) -> dic
     props = []
     for p in profiles:
         m = p.metadata_raw
+        instance = p.summary_raw.get("instance_type") or m.get("instance_type")
         props.append(
             {
                 "id": p.device,
                 "device_type": "neuron",
-                "name": str(m.get("instance_type") or "NeuronCore"),
+                "name": f"{instance} NeuronCore" if instance else "NeuronCore",
+                "instance_type": instance,
                 "ticks_per_nanosec": m.get("ticks_per_nanosec"),
-                "tensor_engine_clock_freq_ghz": m.get("tensor_engine_clock_freq"),
+                "tensor_engine_clock_freq_ghz": m.get("tensor_engine_clock_freq", m.get("pe_clock_freq")),
+                "pe_num_rows": m.get("pe_num_rows", m.get("tensor_engine_num_rows")),
+                "pe_num_cols": m.get("pe_num_cols", m.get("tensor_engine_num_cols")),
                 "hbm_ddr_bandwidth_bytes_per_s": m.get("hbm_ddr_bandwidth"),
                 "dma_ddr_bandwidth_bytes_per_s": m.get("dma_ddr_bandwidth"),
                 "tensor_engine_num_rows": m.get("tensor_engine_num_rows"),

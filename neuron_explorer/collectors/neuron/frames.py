@@ -17,7 +17,9 @@ from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_eng
 from neuron_explorer.collectors.source_map import UserCode
 
 _MEMORY_TOKENS = {"SB": "SBUF", "SBUF": "SBUF", "STATEBUFFER": "SBUF", "PSUM": "PSUM", "HOST": "HOST"}
-_SPILL = re.compile(r"spill|reload", re.I)
+#: Memory names that say nothing about where the data is: they stay unknown (null).
+_UNKNOWN_MEMORY = frozenset({"", "NAN", "NONE", "NULL", "UNKNOWN", "N/A", "NA", "-"})
+_TRUE = frozenset({"yes", "y", "true", "t", "1", "1.0"})
 _LOCATION = re.compile(r"^\s*\[?\s*['\"]?(?P<file>[^'\":\[\]]+?):(?P<line>\d+)")
 
 
@@ -27,6 +29,22 @@ def records_json(df: pd.DataFrame) -> np.ndarray:
         return np.zeros(0, dtype=object)
     text = df.to_json(orient="records", lines=True, date_format="iso", default_handler=str)
     return np.asarray(text.rstrip("\n").split("\n"), dtype=object)
+
+
+def flags(series: pd.Series) -> np.ndarray:
+    """Booleans from a flag column as exports write it: "yes"/"no", "true"/"false", 1/0 or bools.
+
+    Real legacy exports write ``"yes"``/``"no"`` strings, so ``astype(bool)`` would read every
+    ``"no"`` as True. Anything unrecognized (null, "", "maybe") is False.
+    """
+    if not len(series):
+        return np.zeros(0, bool)
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return series.to_numpy(bool)
+    text = series.astype(object).where(series.notna(), "").astype(str).str.strip().str.lower()
+    cats = text.astype("category")
+    mapping = {c: c in _TRUE for c in cats.cat.categories}
+    return cats.map(mapping).astype(bool).to_numpy()
 
 
 def ensure(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
@@ -61,7 +79,10 @@ def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
     return df
 
 
-def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+def finish_instructions(df: pd.DataFrame, profile: DeviceProfile, active: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Instructions with canonical engines, source lines and ``is_wait`` (see ``activity``)."""
+    from neuron_explorer.collectors.neuron.activity import mark_waits
+
     df = ensure(
         df,
         {
@@ -108,6 +129,7 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFram
         df.loc[idx, "src_file"] = parsed.loc[ok, "file"].str.strip()
         df.loc[idx, "src_line"] = parsed.loc[ok, "line"].astype(int)
     df["src_line"] = pd.to_numeric(df["src_line"], errors="coerce").fillna(-1).astype(np.int64)
+    df["is_wait"] = mark_waits(df, active if active is not None else pd.DataFrame())
     return df
 
 
@@ -123,41 +145,8 @@ def memory_location(values: pd.Series) -> pd.Series:
         .str[0]
     )
     cats = text.astype("category")
-    mapping = {c: _MEMORY_TOKENS.get(c, "HBM" if c and c not in ("NAN", "NONE") else None) for c in cats.cat.categories}
+    mapping = {c: None if c in _UNKNOWN_MEMORY else _MEMORY_TOKENS.get(c, "HBM") for c in cats.cat.categories}
     return cats.map(mapping).astype(object)
-
-
-def finish_dmas(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
-    df = ensure(
-        df,
-        {
-            "queue": None,
-            "queue_type": None,
-            "engine_idx": -1,
-            "pcore": 0,
-            "bytes": np.nan,
-            "read_bytes": np.nan,
-            "write_bytes": np.nan,
-            "source": None,
-            "dest": None,
-            "variable": None,
-            "throughput": np.nan,
-            "is_cc": False,
-        },
-    )
-    b = pd.to_numeric(df["bytes"], errors="coerce")
-    for alt in ("write_bytes", "read_bytes"):
-        b = b.where(b.notna(), pd.to_numeric(df[alt], errors="coerce"))
-    df["bytes"] = b
-    df["queue"] = df["queue"].where(df["queue"].notna(), "dma_queue_" + df["engine_idx"].astype(str)).astype(str)
-    df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
-    df["src_mem"] = memory_location(df["source"])
-    df["dst_mem"] = memory_location(df["dest"])
-    df["is_spill"] = df["queue"].str.contains(_SPILL, na=False) | df["variable"].astype(str).str.contains(
-        _SPILL, na=False
-    )
-    df["is_cc"] = df["is_cc"].fillna(False).astype(bool)
-    return df
 
 
 def finish_ccops(df: pd.DataFrame) -> pd.DataFrame:

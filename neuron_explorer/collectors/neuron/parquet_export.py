@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from neuron_explorer.collectors.neuron import frames as F
+from neuron_explorer.collectors.neuron.activity import active_intervals
+from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers
 from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile
 from neuron_explorer.trace.errors import TraceFormatError
 
@@ -209,7 +211,7 @@ KNOWN_FIELDS: dict[str, set[str]] = {
     },
 }
 _ACTIVITY = ("Instruction", "DmaPacketAggregated", "DmaPacket", "CcOp", "SystemProfileEvents")
-_MARKERS = ("Metadata", "Summary", "SchemaFields", *_ACTIVITY)
+_MARKERS = ("Metadata", "Summary", "SchemaFields", "ActiveTime", *_ACTIVITY)
 
 
 def table_files(directory: Path) -> dict[str, list[Path]]:
@@ -261,6 +263,12 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     directory = Path(directory)
     files = table_files(directory)
     profile = DeviceProfile(source=directory, format="parquet", tables=sorted(files))
+    if not any(t in files for t in _ACTIVITY) and "Summary" in files:
+        profile.metrics_only = True
+        profile.summary_raw = _one_row(files, "Summary")
+        profile.metadata_raw = _one_row(files, "Metadata")
+        profile.warn("Summary table only: metrics, no instruction or DMA events")
+        return profile
     if not any(t in files for t in _ACTIVITY):
         raise TraceFormatError(
             "no activity tables (Instruction, DmaPacket[Aggregated], CcOp or SystemProfileEvents) in this "
@@ -290,6 +298,8 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
             profile.schema_version,
         )
         origin = first_hw if first_hw is not None and len(ins) and ins["start_ts"].min() >= first_hw else 0
+        if "ActiveTime" in files:
+            profile.active = active_intervals(_read(files["ActiveTime"], "ActiveTime"), profile, origin)
         profile.instructions = _instructions(ins, files, origin, profile)
     else:
         profile.warn("Instruction table missing: no engine activity in this profile")
@@ -334,6 +344,10 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
         profile.span_ns = last_hw - first_hw
     profile.wall_origin_ns = _wall_clock(meta.get("first_ts"))
     profile.device = _int(meta.get("neuroncore_idx")) or 0
+    if "Warnings" in files:
+        from neuron_explorer.collectors.neuron.legacy_json import file_warnings
+
+        profile.file_warnings = file_warnings(_read(files["Warnings"], "Warnings").to_dict("records"))
     return profile
 
 
@@ -353,22 +367,27 @@ def _instructions(ins: pd.DataFrame, files: dict[str, list[Path]], origin: int, 
         else:
             src = F.resolve_stack_frames(df["stack_frame_ids"], *(_read(files[t], t) for t in needed))
             df[["src_file", "src_line", "src_func"]] = src[["src_file", "src_line", "src_func"]]
-    return F.finish_instructions(df, profile)
+    return F.finish_instructions(df, profile, profile.active)
 
 
 def _dmas(files: dict[str, list[Path]], origin: int, profile: DeviceProfile) -> pd.DataFrame:
-    table = "DmaPacketAggregated" if "DmaPacketAggregated" in files else "DmaPacket" if "DmaPacket" in files else None
-    if table is None:
+    """Transfers (``DmaPacketAggregated``) and packets (``DmaPacket``), kept apart (see ``dma``)."""
+    parts = []
+    for table, aggregated in (("DmaPacketAggregated", True), ("DmaPacket", False)):
+        if table not in files:
+            continue
+        dma = _read(files[table], table, [("start_ts",), ("end_ts", "duration_ns")], profile.schema_version)
+        profile.unknown_columns[table] = _unknown(dma, table)
+        args = F.records_json(dma)
+        df = F.times(dma.rename(columns=DMA_FIELDS), origin)
+        df["args"] = args
+        df["aggregated"] = aggregated
+        parts.append(df)
+    if not parts:
         profile.warn("DmaPacketAggregated and DmaPacket tables missing: no DMA activity in this profile")
         return pd.DataFrame()
-    dma = _read(files[table], table, [("start_ts",), ("end_ts", "duration_ns")], profile.schema_version)
-    profile.unknown_columns[table] = _unknown(dma, table)
-    if table == "DmaPacket":
-        profile.dma_granularity = "packet"
-    args = F.records_json(dma)
-    df = F.times(dma.rename(columns=DMA_FIELDS), origin)
-    df["args"] = args
-    return F.finish_dmas(df, profile)
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return mark_transfers(finish_dmas(df, profile), profile)
 
 
 def _one_row(files: dict[str, list[Path]], table: str) -> dict[str, Any]:
