@@ -33,6 +33,9 @@ PROFILES: dict[str, dict[str, float]] = {
     "balanced": {"Tensor": 0.70, "Vector": 0.55, "Scalar": 0.50, "GpSimd": 0.20, "Sync": 0.10, "dma": 0.45},
 }
 TE_PEAK_FLOPS_PER_S = 2 * 128 * 128 * 1.4e9  # 2 x PE elements x clock
+SPILL_QUEUE = "qScalarSpillReload0"
+LAYER_MLP, LAYER_ATTN = "model/layers.0/mlp", "model/layers.0/attn"
+WAIT_OPCODE = "EVENT_SEMAPHORE"
 
 
 @dataclass
@@ -42,7 +45,12 @@ class SynthSpec:
     exec_ns: int = 2_000_000
     gap_ns: int = 500_000
     instructions_per_engine: int = 60
-    dma_queues: tuple[str, ...] = ("qSyncIO0", "qTensorWeights0", "qVectorAct0")
+    #: ``qSyncSpillReload0`` carries weights (its q_type says so), as on real inf2 files.
+    dma_queues: tuple[str, ...] = ("qSyncIO0", "qSyncSpillReload0", "qVectorAct0")
+    queue_types: tuple[str, ...] = ("io", "weights", "activations")
+    packets_per_transfer: int = 2  # packets listed beside each aggregated transfer
+    semaphore_waits: bool = True  # EVENT_SEMAPHORE waits between executions (not engine activity)
+    mfu_max_achievable: float = 0.85  # Summary mfu_max_achievable_estimated_percent (fraction)
     transfers_per_queue: int = 40
     transfer_bytes: int = 256 * 1024
     small_transfer_bytes: int | None = None  # plant tiny DMAs
@@ -57,7 +65,10 @@ class SynthSpec:
     first_hw_timestamp: int = 9_000_000_000
     host_origin_ns: int = 1_766_072_156_592_459_482
     host_jitter_ns: tuple[int, ...] = (0, 3_000, -2_000, 1_000)
-    ticks_per_nanosec: float = 1.4  # legacy JSON first/last_hw_timestamp are ticks
+    #: Real legacy files say 1000 while their hardware timestamps are already nanoseconds.
+    ticks_per_nanosec: float = 1000.0
+    instance_type: str = "trn1.32xlarge"
+    file_warnings: tuple[str, ...] = ("Missing DGE notifications: DMA values may be inaccurate",)
     seed: int = 7
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -136,7 +147,7 @@ def timeline(spec: SynthSpec) -> dict[str, pd.DataFrame]:
             spill.append(
                 (
                     e,
-                    "qScalarSpillReload0-Q1-E64",
+                    SPILL_QUEUE,
                     len(spec.dma_queues),
                     t0 + 100_000,
                     50_000,
@@ -149,7 +160,7 @@ def timeline(spec: SynthSpec) -> dict[str, pd.DataFrame]:
             spill.append(
                 (
                     e,
-                    "qScalarSpillReload0-Q1-E64",
+                    SPILL_QUEUE,
                     len(spec.dma_queues),
                     t0 + 600_000,
                     50_000,
@@ -162,7 +173,7 @@ def timeline(spec: SynthSpec) -> dict[str, pd.DataFrame]:
             spill.append(
                 (
                     e,
-                    "qScalarSpillReload0-Q1-E64",
+                    SPILL_QUEUE,
                     len(spec.dma_queues),
                     t0 + 900_000,
                     50_000,
@@ -175,6 +186,17 @@ def timeline(spec: SynthSpec) -> dict[str, pd.DataFrame]:
         dma = pd.concat([dma, pd.DataFrame(spill, columns=dma.columns)], ignore_index=True)
     dma["id"] = np.arange(len(dma), dtype=np.int64)
     dma["is_reload"] = dma["variable"] == "spill_reload"
+    qtype = dict(zip(spec.dma_queues, spec.queue_types)) | {SPILL_QUEUE: "spill"}
+    dma["queue_type"] = dma["queue"].map(qtype).fillna("data")
+    # Engines wait on semaphores between executions: instructions, but no engine activity.
+    waits = pd.DataFrame(
+        [
+            (engine, int(ex_start[e] + spec.exec_ns), int(spec.gap_ns))
+            for e in range(spec.executions - 1 if spec.semaphore_waits else 0)
+            for engine in ENGINES
+        ],
+        columns=["engine", "start_ns", "dur_ns"],
+    )
     cc = pd.DataFrame(cc_rows, columns=["execution", "start_ns", "dur_ns"])
     ex = pd.DataFrame(
         {
@@ -183,7 +205,7 @@ def timeline(spec: SynthSpec) -> dict[str, pd.DataFrame]:
             "end_ns": ex_start + spec.exec_ns,
         }
     )
-    return {"instructions": ins, "dmas": dma, "ccops": cc, "executions": ex}
+    return {"instructions": ins, "dmas": dma, "ccops": cc, "executions": ex, "waits": waits}
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -206,6 +228,10 @@ def summary(spec: SynthSpec, tl: dict[str, pd.DataFrame]) -> dict[str, Any]:
         out[f"{key}_engine_active_time_percent"] = active / total_ns * frac
         out[f"{key}_engine_instruction_time"] = float(r["dur_ns"].sum()) / 1e9
         out[f"{key}_engine_instruction_count"] = len(r)
+    active = _union(ins["start_ns"].to_numpy(), (ins["start_ns"] + ins["dur_ns"]).to_numpy())
+    out["total_active_time"] = active / 1e9
+    out["total_active_time_percent"] = active / total_ns * frac
+    out["instance_type"] = spec.instance_type
     dma_active = _union(dma["start_ns"].to_numpy(), (dma["start_ns"] + dma["dur_ns"]).to_numpy())
     hardware = int(ins["raw_flops"].sum())
     transpose = int(ins["flops_transpose"].sum())
@@ -223,6 +249,7 @@ def summary(spec: SynthSpec, tl: dict[str, pd.DataFrame]) -> dict[str, Any]:
             "model_flops": hardware - transpose,
             "mfu_estimated_percent": (hardware - transpose) / (TE_PEAK_FLOPS_PER_S * total_ns / 1e9) * frac,
             "hfu_estimated_percent": hardware / (TE_PEAK_FLOPS_PER_S * total_ns / 1e9) * frac,
+            "mfu_max_achievable_estimated_percent": spec.mfu_max_achievable * frac,
             "mbu_estimated_percent": (hbm_read + hbm_write) / (total_ns / 1e9) / 4.1e11 * frac,
             "hbm_read_bytes": hbm_read,
             "hbm_write_bytes": hbm_write,
@@ -246,6 +273,63 @@ def host_exec_starts(spec: SynthSpec, tl: dict[str, pd.DataFrame]) -> np.ndarray
     return spec.host_origin_ns + tl["executions"]["start_ns"].to_numpy(np.int64) + j
 
 
+def _with_waits(ins: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
+    """The instructions plus the semaphore waits (instructions that are not engine activity)."""
+    if not len(waits):
+        return ins.assign(is_wait=False)
+    w = pd.DataFrame(
+        {
+            "execution": -1,
+            "engine": waits["engine"],
+            "start_ns": waits["start_ns"],
+            "dur_ns": waits["dur_ns"],
+            "seq": -1,
+            "pc": -1,
+            "id": np.arange(len(ins), len(ins) + len(waits), dtype=np.int64),
+            "opcode": WAIT_OPCODE,
+            "is_transpose": False,
+            "raw_flops": 0,
+            "flops_transpose": 0,
+            "hbm_read_bytes": 0,
+            "hbm_write_bytes": 0,
+            "stack_frame": 0,
+        }
+    )
+    return pd.concat([ins.assign(is_wait=False), w.assign(is_wait=True)], ignore_index=True)
+
+
+def active_time(ins: pd.DataFrame) -> pd.DataFrame:
+    """Each engine's merged busy intervals (what ``active_time``/``ActiveTime`` hold): no waits."""
+    rows = []
+    for engine, r in ins.groupby("engine"):  # five engines
+        order = np.argsort(r["start_ns"].to_numpy(np.int64), kind="stable")
+        s, e = r["start_ns"].to_numpy(np.int64)[order], (r["start_ns"] + r["dur_ns"]).to_numpy(np.int64)[order]
+        run_end = np.maximum.accumulate(e)
+        new = np.ones(len(s), bool)
+        new[1:] = s[1:] > run_end[:-1]
+        ends = np.maximum.reduceat(run_end, np.nonzero(new)[0])
+        rows.append(pd.DataFrame({"engine": engine, "start_ns": s[new], "end_ns": ends}))
+    out = pd.concat(rows, ignore_index=True)
+    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    return out
+
+
+def packets(dma: pd.DataFrame, per_transfer: int) -> pd.DataFrame:
+    """The packets each transfer is split into (bytes and time divided evenly), on DMA engines."""
+    k = max(per_transfer, 1)
+    rep = dma.loc[dma.index.repeat(k)].reset_index(drop=True)
+    part = np.tile(np.arange(k), len(dma))
+    size = rep["bytes"].to_numpy() // k
+    size = np.where(part == k - 1, rep["bytes"].to_numpy() - size * (k - 1), size)
+    dur = np.maximum(rep["dur_ns"].to_numpy() // k, 1)
+    rep["start_ns"] = rep["start_ns"].to_numpy() + part * dur
+    rep["dur_ns"] = dur
+    rep["bytes"] = size
+    rep["packet_idx"] = part
+    rep["dma_engine"] = (rep["id"].to_numpy() + part) % 16
+    return rep
+
+
 def _write(table: pd.DataFrame | pa.Table, path: Path) -> None:
     t = table if isinstance(table, pa.Table) else pa.Table.from_pandas(table, preserve_index=False)
     pq.write_table(t, path)
@@ -259,7 +343,7 @@ def write_parquet_export(
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tl = timeline(spec)
-    ins, dma = tl["instructions"], tl["dmas"]
+    ins, dma = _with_waits(tl["instructions"], tl["waits"]), tl["dmas"]
     origin = spec.first_hw_timestamp
     n = len(ins)
     instruction = pd.DataFrame(
@@ -276,7 +360,7 @@ def write_parquet_export(
             "pc": ins["pc"],
             "bir_id": "sg0000:" + ins["id"].astype(str),
             "hlo_name": np.where(ins["engine"] == "Tensor", "dot.1", "add.2"),
-            "layer": "layer_1",
+            "layer": np.where(ins["engine"].isin(["Tensor", "Vector"]), LAYER_MLP, LAYER_ATTN),
             "stack_frame_ids": np.where(ins["stack_frame"] > 0, "[" + ins["stack_frame"].astype(str) + "]", None),
             "evt_wait_time_ns": np.full(n, 50, np.int64),
             "hbm_read_bytes": ins["hbm_read_bytes"],
@@ -307,7 +391,7 @@ def write_parquet_export(
             "block_id": np.arange(m, dtype=np.int32),
             "queue_idx": dma["queue_idx"].astype(np.int64),
             "queue_name": dma["queue"],
-            "queue_type": np.where(dma["queue"].str.contains("Spill"), "data", "input"),
+            "queue_type": dma["queue_type"],
             "op": "read",
             "variable": dma["variable"],
             "read_bytes": dma["bytes"],
@@ -321,6 +405,45 @@ def write_parquet_export(
     )
     if "DmaPacketAggregated" not in drop:
         _write(aggregated, d / "DmaPacketAggregated.parquet")
+    if spec.packets_per_transfer and "DmaPacket" not in drop:
+        pk = packets(dma, spec.packets_per_transfer)
+        _write(
+            pd.DataFrame(
+                {
+                    "start_ts": pk["start_ns"] + origin,
+                    "end_ts": pk["start_ns"] + pk["dur_ns"] + origin,
+                    "duration_ns": pk["dur_ns"],
+                    "pcore_idx": np.zeros(len(pk), np.int64),
+                    "id": np.arange(len(pk), dtype=np.int64),
+                    "packet_idx": pk["packet_idx"],
+                    "packet_aggregation_id": pk["id"],
+                    "engine_idx": pk["dma_engine"],
+                    "read_bytes": pk["bytes"],
+                    "write_bytes": pk["bytes"],
+                    "transfer_bytes": pk["bytes"],
+                    "throughput": pk["bytes"] / (pk["dur_ns"] / 1e9),
+                    "queue_type": pk["queue_type"],
+                    "variable": pk["variable"],
+                    "queue_name": pk["queue"],
+                    "queue_idx": pk["queue_idx"].astype(np.int64),
+                }
+            ),
+            d / "DmaPacket.parquet",
+        )
+    if "ActiveTime" not in drop:
+        act = active_time(tl["instructions"])
+        _write(
+            pd.DataFrame(
+                {
+                    "start_ts": act["start_ns"] + origin,
+                    "end_ts": act["end_ns"] + origin,
+                    "engine": act["engine"].str.lower(),
+                    "pcore_idx": np.zeros(len(act), np.int64),
+                    "duration_ns": act["duration_ns"],
+                }
+            ),
+            d / "ActiveTime.parquet",
+        )
     if len(tl["ccops"]) and "CcOp" not in drop:
         cc = tl["ccops"]
         nbytes = 8 * 1024 * 1024
@@ -407,7 +530,7 @@ def write_parquet_export(
         "vector_engine_clock_freq": 1.4,
         "neuroncore_clock_freq": 1.4,
         "ticks_per_nanosec": 1,
-        "instance_type": "trn1.32xlarge",
+        "instance_type": spec.instance_type,
         "runtime_version": "2.25.0",
         "neuroncore_idx": 0,
         "neuron_device_idx": 0,
@@ -452,10 +575,13 @@ def write_parquet_export(
 
 
 def write_legacy_json(path: str | Path, spec: SynthSpec | None = None, gz: bool = False) -> dict[str, Any]:
-    """Write the ``neuron-profile view --output-format json`` export of the planted run."""
+    """Write the ``neuron-profile view --output-format json`` export of the planted run, with the
+    conventions of real files: string flags, hardware timestamps in ns beside a
+    ``ticks_per_nanosec`` of 1000, packets listed beside their aggregated transfer,
+    ``dma_queues_info``, ``active_time`` without the semaphore waits, and ``warnings``."""
     spec = spec or SynthSpec()
     tl = timeline(spec)
-    ins, dma = tl["instructions"], tl["dmas"]
+    ins, dma = _with_waits(tl["instructions"], tl["waits"]), tl["dmas"]
     label = np.where(
         ins["engine"] == "Tensor", np.where(np.arange(len(ins)) % 2 == 0, "Tensor", "TensorMatrix"), ins["engine"]
     )
@@ -468,7 +594,8 @@ def write_legacy_json(path: str | Path, spec: SynthSpec | None = None, gz: bool 
             "opcode": ins["opcode"],
             "operands": "src=0x1000 dst=0x2000",
             "hlo_name": np.where(ins["engine"] == "Tensor", "dot.1", "add.2"),
-            "layer": "layer_1",
+            "layer": np.where(ins["engine"].isin(["Tensor", "Vector"]), LAYER_MLP, LAYER_ATTN),
+            "hlo_attrs": "{}",
             "bir_id": ins["id"],
             "evt_wait_time": 50,
             "hbm_read_bytes": ins["hbm_read_bytes"],
@@ -477,35 +604,69 @@ def write_legacy_json(path: str | Path, spec: SynthSpec | None = None, gz: bool 
             "nki_source_location": np.where(ins["engine"] == "Tensor", f"{USER_FILE}:42", None),
         }
     )
-    dmas = [
+    # Stores of the first queue name no memory, as some real rows do: "unknown".
+    store = (dma["dest"] != "[SB]").to_numpy()
+    dest = np.where(store & (dma["queue_idx"].to_numpy() == 0), "unknown", dma["dest"].str.strip("[]"))
+    transfers = pd.DataFrame(
         {
-            "timestamp": int(r.start_ns),
-            "duration": int(r.dur_ns),
-            "transfer_size": int(r.bytes),
-            "read_size": int(r.bytes),
-            "write_size": int(r.bytes),
-            "transfer_rate": r.bytes / (r.dur_ns / 1e9),
-            "source": [[r.source.strip("[]")]],
-            "dest": [r.dest.strip("[]")],
-            "variable": r.variable,
-            "queue_type": "data",
-            "dma_queue": int(r.queue_idx),
-            "dma_engine": int(r.queue_idx),
-            "subgroup": r.queue,
-            "semaphore_id": 10,
-            "is_cc_dma": False,
+            "timestamp": dma["start_ns"],
+            "duration": dma["dur_ns"],
+            "transfer_size": dma["bytes"],
+            "source": dma["source"].str.strip("[]"),
+            "dest": dest,
+            "variable": dma["variable"],
+            "dma_queue": dma["queue_idx"],
+            "dma_engine": dma["id"] % 16,
+            "packet_aggregation_id": dma["id"],
+            "aggregated": "yes",
         }
-        for r in dma.itertuples(index=False)
+    )
+    rows = [transfers]
+    if spec.packets_per_transfer:
+        pk = packets(dma.assign(dest=dest), spec.packets_per_transfer)
+        rows.append(
+            pd.DataFrame(
+                {
+                    "timestamp": pk["start_ns"],
+                    "duration": pk["dur_ns"],
+                    "transfer_size": pk["bytes"],
+                    "source": pk["source"].str.strip("[]"),
+                    "dest": pk["dest"].str.strip("[]"),
+                    "variable": pk["variable"],
+                    "dma_queue": pk["queue_idx"],
+                    "dma_engine": pk["dma_engine"],
+                    "packet_aggregation_id": pk["id"],
+                    "aggregated": "no",
+                }
+            )
+        )
+    allrows = pd.concat(rows, ignore_index=True)
+    allrows["read_size"] = allrows["transfer_size"]
+    allrows["write_size"] = allrows["transfer_size"]
+    allrows["transfer_rate"] = allrows["transfer_size"] / (allrows["duration"] / 1e9)
+    allrows["subgroup"] = "Q" + allrows["dma_queue"].astype(str) + "-E" + allrows["dma_engine"].astype(str)
+    allrows["semaphore_id"] = 10
+    allrows["is_cc_dma"] = "no"
+    allrows["duplicate"] = "no"
+    records = json.loads(allrows.to_json(orient="records"))
+    for r in records:  # real files nest the source memory: [["WEIGHT"]]; dest: ["SB"]
+        r["source"] = [[r["source"]]]
+        r["dest"] = [r["dest"]]
+    queues = [
+        {"q_name": q, "q_type": t, "q_idx": i, "q_eng_idx": 0}
+        for i, (q, t) in enumerate([*zip(spec.dma_queues, spec.queue_types), (SPILL_QUEUE, "spill")])
     ]
+    act = active_time(tl["instructions"])
     summ = summary(spec, tl)
     summ.update({"nc_idx": 0, "nd_idx": 0})
     span = int(tl["executions"]["end_ns"].max())
-    first_ticks = int(spec.first_hw_timestamp * spec.ticks_per_nanosec)
     meta = {
         "ticks_per_nanosec": spec.ticks_per_nanosec,
-        "first_hw_timestamp": first_ticks,
-        "last_hw_timestamp": first_ticks + round(span * spec.ticks_per_nanosec),
-        "pe_clock_freq": 1.4e9,
+        "first_hw_timestamp": spec.first_hw_timestamp,
+        "last_hw_timestamp": spec.first_hw_timestamp + span,
+        "pe_clock_freq": 2.8,
+        "pe_num_rows": 128,
+        "pe_num_cols": 128,
         "num_physical_cores": 1,
         "ntff_version": 5,
         "data_version": "2.14.0",
@@ -516,15 +677,25 @@ def write_legacy_json(path: str | Path, spec: SynthSpec | None = None, gz: bool 
         "summary_group_order": [],
         "terminology": [],
         "instruction": json.loads(instruction.to_json(orient="records")),
-        "dma": dmas,
-        "active_time": [],
+        "dma": records,
+        "dma_queues_info": queues,
+        "active_time": json.loads(
+            pd.DataFrame(
+                {
+                    "engine": act["engine"],
+                    "start_ts": act["start_ns"],
+                    "end_ts": act["end_ns"],
+                    "duration_ns": act["duration_ns"],
+                }
+            ).to_json(orient="records")
+        ),
         "metadata": [meta],
-        "warnings": [],
+        "warnings": [{"type": "dma", "message": w} for w in spec.file_warnings],
     }
     data = json.dumps(doc).encode()
     path = Path(path)
     path.write_bytes(gzip.compress(data) if gz else data)
-    return {"spec": spec, "timeline": tl, "summary": summ, "metadata": meta}
+    return {"spec": spec, "timeline": tl, "summary": summ, "metadata": meta, "document": doc}
 
 
 def write_framework_trace(path: str | Path, spec: SynthSpec | None = None, launches: bool = True) -> dict[str, Any]:
