@@ -15,7 +15,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers import breakdown, idle, kernels, launches, memory, ops, overlap, source_lines, steps
+from neuron_explorer.analyzers import (
+    breakdown,
+    idle,
+    kernels,
+    launches,
+    memory,
+    neuron_summary,
+    ops,
+    overlap,
+    source_lines,
+    steps,
+)
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 from neuron_explorer.trace.errors import AnalysisError
@@ -45,6 +56,8 @@ class Analysis:
     launches: pd.DataFrame
     launch_summary: dict[str, Any]
     overlap: pd.DataFrame
+    #: Trainium: device time by framework layer and HLO op (AWS's Operator Table); empty elsewhere.
+    neuron_operators: pd.DataFrame = field(default_factory=pd.DataFrame)
     findings: list[Finding] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
@@ -80,6 +93,7 @@ class Analysis:
                     "source_lines",
                     "launches",
                     "overlap",
+                    "neuron_operators",
                 )
             },
         }
@@ -154,6 +168,7 @@ def analyze(
         launch_summary={},
         overlap=timed("overlap", overlap.comm_overlap, frames),
     )
+    a.neuron_operators = neuron_summary.operator_table(frames.metadata)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
@@ -212,6 +227,15 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         "top_finding": top.title if top else None,
     }
     summary["verdict"] = _verdict(summary, top)
+    neuron = neuron_summary.neuron_overview(frames.metadata)
+    if neuron:
+        summary["neuron"] = neuron
+        summary["profile_warnings"] = neuron_summary.profile_warnings(frames.metadata)
+        text = neuron_summary.neuron_verdict(neuron)
+        # Device-only Neuron profiles: instruction time counts semaphore waits; the engines'
+        # active time against total_time is what the core really did.
+        if text and set(summary["device_types"]) <= {"neuron"}:
+            summary["verdict"] = text + (f"; top issue: {top.title}." if top is not None else ".")
     return summary
 
 

@@ -29,7 +29,9 @@ def active_intervals(df: pd.DataFrame, profile: DeviceProfile, origin: int) -> p
     """Active-time rows as ``engine`` (canonical), ``pcore``, ``start_ns``, ``dur_ns``."""
     if not len(df) or "start_ts" not in df or not ({"end_ts", "duration_ns"} & set(df.columns)):
         if len(df):
-            profile.warn("active-time table lacks start_ts and end_ts/duration_ns: engine active time from instructions")
+            profile.warn(
+                "active-time table lacks start_ts and end_ts/duration_ns: engine active time from instructions"
+            )
         return pd.DataFrame(columns=["engine", "pcore", "start_ns", "dur_ns"])
     out = df.rename(columns={"start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns"})
     out = times(out.copy(), origin)

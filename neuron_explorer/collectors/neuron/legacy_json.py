@@ -140,7 +140,9 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     if profile.metrics_only:
         if not summary:
             raise TraceFormatError("neuron-profile JSON with neither events nor a summary", path)
-        profile.warn("summary-json export: metrics only, no instruction or DMA events (export --output-format json for events)")
+        profile.warn(
+            "summary-json export: metrics only, no instruction or DMA events (export --output-format json for events)"
+        )
 
     active = _records(obj, "active_time", path)
     if len(active):
