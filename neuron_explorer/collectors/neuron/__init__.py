@@ -56,7 +56,7 @@ def is_neuron_profile(path: str | Path) -> bool:
         return True
     if p.is_dir():
         return any(is_parquet_export(d) for d in p.iterdir() if d.is_dir()) or any(
-            f.suffix == ".json" for f in p.iterdir()
+            f.name.lower().endswith((".json", ".json.gz")) for f in p.iterdir()
         )
     return False
 
