@@ -234,7 +234,7 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         text = neuron_summary.neuron_verdict(neuron)
         # Device-only Neuron profiles: instruction time counts semaphore waits; the engines'
         # active time against total_time is what the core really did.
-        if text and set(summary["device_types"]) <= {"neuron"}:
+        if text and (not summary["devices"] or set(summary["device_types"]) <= {"neuron"}):
             summary["verdict"] = text + (f"; top issue: {top.title}." if top is not None else ".")
     return summary
 

@@ -87,16 +87,21 @@ def read_device_profile(path: str | Path) -> list[DeviceProfile]:
     profiles: list[DeviceProfile] = []
     system = None
     for item in find_device_profiles(path):
-        if item.is_dir():
-            profiles.append(read_parquet_export(item))
-            continue
-        obj = load_json(item)
-        if is_system_json(obj) and not is_device_json(obj):
-            system = read_system_json(item, obj)
-        elif is_device_json(obj):
-            profiles.append(read_legacy_json(item, obj))
-        elif item == path:
-            raise TraceFormatError("JSON, but neither a neuron-profile export nor a system profile", item)
+        try:
+            if item.is_dir():
+                profiles.append(read_parquet_export(item))
+                continue
+            obj = load_json(item)
+            if is_system_json(obj) and not is_device_json(obj):
+                system = read_system_json(item, obj)
+            elif is_device_json(obj):
+                profiles.append(read_legacy_json(item, obj))
+            elif item == path:
+                raise TraceFormatError("JSON, but neither a neuron-profile export nor a system profile", item)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            # Fields of the wrong type (a dict where a number belongs, ...): one line, naming the file.
+            why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise TraceFormatError(f"unexpected content in the Neuron profile ({why})", item) from None
     if not profiles:
         raws = [p.name for p in path.rglob("*") if p.suffix in _RAW_SUFFIXES] if path.is_dir() else []
         hint = (

@@ -62,14 +62,19 @@ def _int64(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     if pd.api.types.is_integer_dtype(num.dtype):  # nullable Int64
         valid = num.notna().to_numpy()
         return num.fillna(0).to_numpy(np.int64), valid
-    valid = num.notna().to_numpy()
-    return np.rint(num.fillna(0).to_numpy(np.float64)).astype(np.int64), valid
+    values = num.to_numpy(np.float64, na_value=np.nan)
+    valid = np.isfinite(values) & (np.abs(values) < 9.2e18)
+    return np.rint(np.where(valid, values, 0)).astype(np.int64), valid
 
 
 def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
     """``start_ns``/``dur_ns`` (int64, start relative to ``origin``) from whichever of start,
     end and duration the table has."""
-    start, _ = _int64(df["start_ns"])
+    start, ok = _int64(df["start_ns"])
+    bad = int((~ok & df["start_ns"].notna().to_numpy()).sum())
+    if bad:
+        # A timestamp that is not a number (a dict, a word): the file is not what it says.
+        raise ValueError(f"{bad:,} start timestamp(s) are not numbers")
     dur, has_dur = _int64(df["dur_ns"]) if "dur_ns" in df else (np.zeros(len(df), np.int64), np.zeros(len(df), bool))
     if "end_ns" in df:
         end, has_end = _int64(df["end_ns"])
