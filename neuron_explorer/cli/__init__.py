@@ -86,9 +86,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="neuron-explorer",
         description="Profile PyTorch on any accelerator, map every event to its source line, and say what holds it back.",
     )
-    from neuron_explorer.cli.aws import version_text
-
-    parser.add_argument("--version", action="version", version=version_text(__version__))
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="say which neuron-explorer this is (and whether AWS's is installed)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, summary) in COMMANDS.items():
         if command is not None and name != command:
@@ -107,6 +107,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         module.prepare_parser(p)
         p.set_defaults(_run=module.run)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version`` printed as one unwrapped line (argparse would wrap the path of AWS's tool)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from neuron_explorer.cli.aws import version_text
+
+        print(version_text(__version__))
+        parser.exit()
 
 
 def _format_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> str:
