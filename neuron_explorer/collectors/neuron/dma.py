@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.collectors.neuron.frames import ensure, flags, memory_location
+from neuron_explorer.collectors.neuron.frames import ensure, flags, memory_location, pcore_index
 from neuron_explorer.collectors.neuron.model import DeviceProfile
 
 _SPILL = re.compile(r"spill|reload", re.I)
@@ -103,7 +103,7 @@ def finish_dmas(df: pd.DataFrame, profile: DeviceProfile, info: pd.DataFrame | N
         b = b.where(b.notna(), pd.to_numeric(df[alt], errors="coerce"))
     df["bytes"] = b
     df["queue"], df["queue_type"] = resolve_queues(df, info)
-    df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
+    df["pcore"] = pcore_index(df["pcore"])
     df["src_mem"] = memory_location(df["source"])
     df["dst_mem"] = memory_location(df["dest"])
     typed = df["queue_type"].notna()

@@ -47,6 +47,13 @@ def flags(series: pd.Series) -> np.ndarray:
     return cats.map(mapping).astype(bool).to_numpy()
 
 
+def pcore_index(series: pd.Series) -> np.ndarray:
+    """Physical-core numbers (LNC2: 0 or 1); anything that is not a small core number is 0."""
+    v = pd.to_numeric(series, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    ok = np.isfinite(v) & (v >= 0) & (v < 1024)
+    return np.where(ok, v, 0).astype(np.int64)
+
+
 def ensure(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
     for name, default in columns.items():
         if name not in df.columns:
@@ -120,7 +127,7 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile, active: pd.Dat
         profile.warn(f"instructions on unknown engines {unknown} are kept on the Sync queue")
         df["engine"] = df["engine"].where(df["engine"].notna(), "Sync")
     df["engine"] = df["engine"].fillna("Sync")
-    df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
+    df["pcore"] = pcore_index(df["pcore"])
     itype = df["instruction_type"].astype(str).str.upper()
     ft = pd.to_numeric(df["flops_transpose"], errors="coerce")
     df["is_transpose"] = itype.str.contains("TRANSPOSE", na=False) | (ft.fillna(0) > 0)

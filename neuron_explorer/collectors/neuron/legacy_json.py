@@ -23,7 +23,7 @@ import pandas as pd
 from neuron_explorer.collectors.neuron import frames as F
 from neuron_explorer.collectors.neuron.activity import active_intervals
 from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers, queue_table
-from neuron_explorer.collectors.neuron.model import DeviceProfile
+from neuron_explorer.collectors.neuron.model import DeviceProfile, core_index
 from neuron_explorer.trace.errors import TraceFormatError
 
 INSTRUCTION_FIELDS = {
@@ -182,8 +182,7 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
                 f"hardware timestamps span {profile.span_ns:,} ns but summary.total_time is {total:g} s; "
                 "the span is taken from the timestamps"
             )
-    device = summary.get("nc_idx", meta.get("nc_idx"))
-    profile.device = int(device) if isinstance(device, (int, float)) and device == device else 0
+    profile.device = core_index(summary.get("nc_idx", meta.get("nc_idx")), profile)
     return profile
 
 

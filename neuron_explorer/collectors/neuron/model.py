@@ -101,6 +101,24 @@ class DeviceProfile:
         warnings.warn(text, NeuronProfileWarning, stacklevel=3)
 
 
+#: NeuronCore indices we accept from a file (the trace stores them as int32).
+MAX_CORE_INDEX = 1 << 16
+
+
+def core_index(value: Any, profile: DeviceProfile) -> int:
+    """The NeuronCore index a profile names, or 0 (with a warning) when it is not a sane one."""
+    if value is None or isinstance(value, bool):
+        return 0
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        f = float("nan")
+    if f == f and f.is_integer() and 0 <= f < MAX_CORE_INDEX:
+        return int(f)
+    profile.warn(f"NeuronCore index {str(value)[:40]!r} is not a core number; read as 0")
+    return 0
+
+
 # ------------------------------------------------------------------------------ summary units
 #: ``*_percent`` fields that are not shares of the run: throttle limits and the like, seen above 1
 #: (1.0967, 253) in real trn1 summaries. They keep their name and raw value.

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from neuron_explorer.collectors.neuron import frames as F
 from neuron_explorer.collectors.neuron.activity import active_intervals
 from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers
-from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile
+from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile, core_index
 from neuron_explorer.trace.errors import TraceFormatError
 
 #: Our column name for each export field we read (the rest stay in ``args``).
@@ -343,7 +343,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     if first_hw is not None and last_hw is not None and last_hw > first_hw:
         profile.span_ns = last_hw - first_hw
     profile.wall_origin_ns = _wall_clock(meta.get("first_ts"))
-    profile.device = _int(meta.get("neuroncore_idx")) or 0
+    profile.device = core_index(meta.get("neuroncore_idx"), profile)
     if "Warnings" in files:
         from neuron_explorer.collectors.neuron.legacy_json import file_warnings
 
