@@ -9,100 +9,25 @@ device profile").
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 import numpy as np
-import pandas as pd
 
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.rules._neuron_common import (
+    covered,
+    devices,
+    metric_value,
+    neuron_events,
+    overlap,
+    runs,
+    spill_streams,
+    top_lines,
+    union,
+)
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind
 
 FAMILY = "neuron"
 ENGINES = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
-_PCORE_STRIDE, _DMA_BASE, _CC_BASE = 10_000, 100, 900
-
-
-def _devices(ctx: RuleContext) -> list[dict[str, Any]]:
-    devices = (ctx.frames.metadata.get("neuron") or {}).get("devices") or []
-    if not devices:
-        raise RuleSkipped("needs a Neuron device profile")
-    return devices
-
-
-def _neuron_events(ctx: RuleContext) -> pd.DataFrame:
-    dev = ctx.frames.device
-    dev = dev[dev["device_type"].astype(str) == "neuron"]
-    local = dev["stream"] % _PCORE_STRIDE
-    return dev.assign(local_stream=local)
-
-
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merged, sorted intervals."""
-    if len(starts) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.argsort(starts, kind="stable")
-    s, e = np.asarray(starts, np.int64)[order], np.asarray(ends, np.int64)[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.ones(len(s), bool)
-    new[1:] = s[1:] > run_end[:-1]
-    group = np.cumsum(new) - 1
-    return s[new], np.maximum.reduceat(run_end, np.nonzero(new)[0])[: group.max() + 1]
-
-
-def _covered(us: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the union of intervals before each time in ``t`` (vectorized)."""
-    if us.size == 0:
-        return np.zeros(len(t), np.int64)
-    lengths = np.concatenate([[0], np.cumsum(ue - us)])
-    i = np.searchsorted(us, t, side="right")  # intervals starting at or before t
-    full = lengths[np.maximum(i - 1, 0)]
-    partial = np.where(i > 0, np.clip(t - us[np.maximum(i - 1, 0)], 0, (ue - us)[np.maximum(i - 1, 0)]), 0)
-    return np.where(i > 0, full + partial, 0)
-
-
-def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
-    """Length of the intersection of two merged interval sets."""
-    s, e = a
-    if s.size == 0 or b[0].size == 0:
-        return 0
-    return int(np.sum(_covered(*b, e) - _covered(*b, s)))
-
-
-def _top_lines(events: pd.DataFrame, limit: int = 5) -> list[dict[str, Any]]:
-    ev = events[events["src_line"] >= 0]
-    if not len(ev):
-        return []
-    g = (
-        ev.groupby(["src_file", "src_line", "src_func"], observed=True, dropna=False)["dur_ns"]
-        .sum()
-        .sort_values(ascending=False)
-        .head(limit)
-    )
-    return [
-        {"file": str(f), "line": int(ln), "func": None if pd.isna(fn) else str(fn), "ns": int(ns)}
-        for (f, ln, fn), ns in g.items()
-    ]
-
-
-def _spill_streams(ctx: RuleContext, device: int) -> list[int]:
-    """DMA queues that carry spill traffic: by their type (q_type) when the profile gives one,
-    by their name only when it does not (``qSyncSpillReload0`` with type ``weights`` is not)."""
-    out = []
-    for st in (ctx.frames.metadata.get("neuron") or {}).get("streams") or []:
-        if st.get("type") != "dma" or st.get("device") != device:
-            continue
-        qtype = st.get("queue_type")
-        label = str(qtype if qtype else st.get("name", ""))
-        if re.search("spill|reload", label, re.I):
-            out.append(int(st["stream"]))
-    return out
-
-
-def _m(d: dict[str, Any], key: str) -> float | None:
-    v = (d.get("metrics") or {}).get(key)
-    return float(v) if isinstance(v, (int, float)) else None
 
 
 @rule(
@@ -118,11 +43,11 @@ def low_mfu(ctx: RuleContext) -> list[Finding]:
     MFU is measured against it: the rule fires below ``min_share_of_achievable_pct`` of it.
     Otherwise MFU is compared with the absolute ``min_mfu_pct``."""
     out = []
-    for d in _devices(ctx):
-        mfu, total = _m(d, "mfu_estimated_pct"), _m(d, "total_time_ns")
+    for d in devices(ctx):
+        mfu, total = metric_value(d, "mfu_estimated_pct"), metric_value(d, "total_time_ns")
         if mfu is None or not total:
             continue
-        achievable = _m(d, "mfu_max_achievable_estimated_pct")
+        achievable = metric_value(d, "mfu_max_achievable_estimated_pct")
         if achievable is not None and achievable > 0:
             limit = achievable * ctx.threshold("min_share_of_achievable_pct") / 100
             against = f"{ctx.threshold('min_share_of_achievable_pct'):.0f}% of the {achievable:.1f}% this workload could reach"
@@ -140,10 +65,10 @@ def low_mfu(ctx: RuleContext) -> list[Finding]:
             ("dma_active_time_pct", "dma_active_pct"),
             ("tensor_engine_active_time_pct", "tensor_active_pct"),
         ):
-            v = _m(d, key)
+            v = metric_value(d, key)
             if v is not None:
                 metrics[name] = metric(v, "%")
-        dma = _m(d, "dma_active_time_pct") or 0.0
+        dma = metric_value(d, "dma_active_time_pct") or 0.0
         hint = (
             "The DMA queues are busy most of the run: the matmuls wait for data; see neuron_dma_bound."
             if dma >= 70
@@ -158,7 +83,7 @@ def low_mfu(ctx: RuleContext) -> list[Finding]:
                 recommendation=hint,
             )
         )
-    if not out and not any(_m(d, "mfu_estimated_pct") is not None for d in _devices(ctx)):
+    if not out and not any(metric_value(d, "mfu_estimated_pct") is not None for d in devices(ctx)):
         raise RuleSkipped("needs MFU (the profile's Summary table)")
     return out
 
@@ -173,10 +98,10 @@ def low_mfu(ctx: RuleContext) -> list[Finding]:
 def engine_bottleneck(ctx: RuleContext) -> list[Finding]:
     """The busiest engine is active above ``busy_pct`` of the run while every other engine is
     active below ``others_max_pct``: work is serialized on one engine."""
-    events = _neuron_events(ctx)
+    events = neuron_events(ctx)
     out = []
-    for d in _devices(ctx):
-        pct = {e: _m(d, f"{e.lower()}_engine_active_time_pct") for e in ENGINES}
+    for d in devices(ctx):
+        pct = {e: metric_value(d, f"{e.lower()}_engine_active_time_pct") for e in ENGINES}
         pct = {e: v for e, v in pct.items() if v is not None}
         if len(pct) < 2:
             continue
@@ -184,7 +109,7 @@ def engine_bottleneck(ctx: RuleContext) -> list[Finding]:
         others = {e: v for e, v in pct.items() if e != top}
         if pct[top] < ctx.threshold("busy_pct") or max(others.values()) > ctx.threshold("others_max_pct"):
             continue
-        total = _m(d, "total_time_ns") or 0
+        total = metric_value(d, "total_time_ns") or 0
         top_ns = int(total * pct[top] / 100)
         second_ns = int(total * max(others.values()) / 100)
         mine = events[
@@ -201,7 +126,7 @@ def engine_bottleneck(ctx: RuleContext) -> list[Finding]:
                 metrics={f"{e.lower()}_active_pct": metric(v, "%") for e, v in pct.items()},
                 cost_ns=max(top_ns - second_ns, 0),
                 event_ids=mine.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
-                source_lines=_top_lines(mine),
+                source_lines=top_lines(mine),
                 recommendation=_ENGINE_ADVICE.get(top, "Spread the work across engines."),
             )
         )
@@ -232,8 +157,8 @@ _ENGINE_ADVICE = {
 def dma_bound(ctx: RuleContext) -> list[Finding]:
     """Time bins where DMA queues are busy above ``dma_busy_pct`` while the busiest engine is
     below ``engine_max_pct``; reported when they cover ``min_share_pct`` of the run."""
-    events = _neuron_events(ctx)
-    _devices(ctx)
+    events = neuron_events(ctx)
+    devices(ctx)
     out = []
     for device, ev in events.groupby("device"):
         dma = ev[(ev["kind"] == Kind.MEMCPY)]
@@ -245,19 +170,19 @@ def dma_bound(ctx: RuleContext) -> list[Finding]:
         nb = int(ctx.threshold("bins"))
         edges = np.linspace(t0, t1, nb + 1).astype(np.int64)
         width = np.diff(edges).astype(np.float64)
-        du = _union(dma["start_ns"].to_numpy(), (dma["start_ns"] + dma["dur_ns"]).to_numpy())
-        dma_busy = np.diff(_covered(*du, edges)) / np.maximum(width, 1)
+        du = union(dma["start_ns"].to_numpy(), (dma["start_ns"] + dma["dur_ns"]).to_numpy())
+        dma_busy = np.diff(covered(*du, edges)) / np.maximum(width, 1)
         eng_busy = np.zeros(nb)
         for code in range(len(ENGINES)):
             rows = eng[eng["local_stream"] == code]
             if len(rows):
-                u = _union(rows["start_ns"].to_numpy(), (rows["start_ns"] + rows["dur_ns"]).to_numpy())
-                eng_busy = np.maximum(eng_busy, np.diff(_covered(*u, edges)) / np.maximum(width, 1))
+                u = union(rows["start_ns"].to_numpy(), (rows["start_ns"] + rows["dur_ns"]).to_numpy())
+                eng_busy = np.maximum(eng_busy, np.diff(covered(*u, edges)) / np.maximum(width, 1))
         bound = (dma_busy * 100 >= ctx.threshold("dma_busy_pct")) & (eng_busy * 100 <= ctx.threshold("engine_max_pct"))
         share = 100.0 * width[bound].sum() / max(width.sum(), 1)
         if share < ctx.threshold("min_share_pct"):
             continue
-        ranges = _runs(edges, bound)
+        ranges = runs(edges, bound)
         lost = int(np.sum(width[bound] * (1 - eng_busy[bound])))
         out.append(
             ctx.finding(
@@ -284,15 +209,6 @@ def dma_bound(ctx: RuleContext) -> list[Finding]:
     return out
 
 
-def _runs(edges: np.ndarray, mask: np.ndarray) -> list[list[int]]:
-    if not mask.any():
-        return []
-    m = np.concatenate([[False], mask, [False]]).astype(np.int8)
-    d = np.diff(m)
-    starts, ends = np.nonzero(d == 1)[0], np.nonzero(d == -1)[0]
-    return [[int(edges[s]), int(edges[e])] for s, e in zip(starts, ends)]
-
-
 @rule(
     "neuron_small_dma",
     family=FAMILY,
@@ -306,8 +222,8 @@ def small_dma(ctx: RuleContext) -> list[Finding]:
     ``min_average_bytes``. AWS's guidance (NKI DMA bandwidth guide, Neuron Explorer's
     inefficient-DMA guide): payloads under 4 KiB cannot saturate HBM bandwidth, and each
     transfer pays a fixed descriptor and semaphore cost, so look at the average transfer size."""
-    events = _neuron_events(ctx)
-    _devices(ctx)
+    events = neuron_events(ctx)
+    devices(ctx)
     dma = events[(events["kind"] == Kind.MEMCPY) & (events["bytes"] >= 0)]
     out = []
     for device, ev in dma.groupby("device"):
@@ -348,10 +264,10 @@ def small_dma(ctx: RuleContext) -> list[Finding]:
 )
 def spill_reload(ctx: RuleContext) -> list[Finding]:
     """Reloads of spilled tensors exceed ``max_reload_share_pct`` of all bytes read from HBM."""
-    events = _neuron_events(ctx)
+    events = neuron_events(ctx)
     out, seen = [], False
-    for d in _devices(ctx):
-        reload, reads = _m(d, "spill_reload_bytes"), _m(d, "hbm_read_bytes")
+    for d in devices(ctx):
+        reload, reads = metric_value(d, "spill_reload_bytes"), metric_value(d, "hbm_read_bytes")
         if reload is None or not reads:
             continue
         seen = True
@@ -359,8 +275,12 @@ def spill_reload(ctx: RuleContext) -> list[Finding]:
         if share <= ctx.threshold("max_reload_share_pct"):
             continue
         mine = events[(events["device"] == d["device"]) & (events["kind"] == Kind.MEMCPY)]
-        spill_ev = mine[mine["stream"].isin(_spill_streams(ctx, d["device"]))]
-        cost = int(spill_ev["dur_ns"].sum()) if len(spill_ev) else int((_m(d, "dma_active_time_ns") or 0) * share / 100)
+        spill_ev = mine[mine["stream"].isin(spill_streams(ctx, d["device"]))]
+        cost = (
+            int(spill_ev["dur_ns"].sum())
+            if len(spill_ev)
+            else int((metric_value(d, "dma_active_time_ns") or 0) * share / 100)
+        )
         out.append(
             ctx.finding(
                 title=f"NeuronCore {d['device']}: spill reloads are {share:.0f}% of HBM reads",
@@ -369,7 +289,7 @@ def spill_reload(ctx: RuleContext) -> list[Finding]:
                     "spill_reload_share_pct": metric(share, "%"),
                     "spill_reload_bytes": metric(int(reload), "bytes"),
                     "hbm_read_bytes": metric(int(reads), "bytes"),
-                    "spill_save_bytes": metric(int(_m(d, "spill_save_bytes") or 0), "bytes"),
+                    "spill_save_bytes": metric(int(metric_value(d, "spill_save_bytes") or 0), "bytes"),
                 },
                 cost_ns=cost,
                 event_ids=spill_ev.nlargest(20, "dur_ns")["event_id"].astype(int).tolist(),
@@ -391,8 +311,8 @@ def spill_reload(ctx: RuleContext) -> list[Finding]:
 )
 def exposed_collectives(ctx: RuleContext) -> list[Finding]:
     """Collective time during which no engine computes, above ``min_exposed_pct`` of the run."""
-    events = _neuron_events(ctx)
-    _devices(ctx)
+    events = neuron_events(ctx)
+    devices(ctx)
     cc_all = events[events["kind"] == Kind.COLLECTIVE]
     if not len(cc_all):
         raise RuleSkipped("needs collective operations (this profile has none)")
@@ -402,10 +322,10 @@ def exposed_collectives(ctx: RuleContext) -> list[Finding]:
         eng = ev[(ev["kind"] == Kind.KERNEL)]
         if not len(cc):
             continue
-        cu = _union(cc["start_ns"].to_numpy(), (cc["start_ns"] + cc["dur_ns"]).to_numpy())
-        eu = _union(eng["start_ns"].to_numpy(), (eng["start_ns"] + eng["dur_ns"]).to_numpy())
+        cu = union(cc["start_ns"].to_numpy(), (cc["start_ns"] + cc["dur_ns"]).to_numpy())
+        eu = union(eng["start_ns"].to_numpy(), (eng["start_ns"] + eng["dur_ns"]).to_numpy())
         cc_ns = int(np.sum(cu[1] - cu[0]))
-        exposed = cc_ns - _overlap(cu, eu)
+        exposed = cc_ns - overlap(cu, eu)
         span = int((ev["start_ns"] + ev["dur_ns"]).max() - ev["start_ns"].min())
         pct = 100.0 * exposed / max(span, 1)
         if pct < ctx.threshold("min_exposed_pct"):
@@ -441,15 +361,15 @@ def transpose_matmul(ctx: RuleContext) -> list[Finding]:
     (AWS's 10%) of the Tensor engine's FLOPs; the cost is that share of the Tensor engine's
     active time."""
     out, seen = [], False
-    for d in _devices(ctx):
-        tr, hw = _m(d, "transpose_flops"), _m(d, "hardware_flops")
+    for d in devices(ctx):
+        tr, hw = metric_value(d, "transpose_flops"), metric_value(d, "hardware_flops")
         if tr is None or not hw:
             continue
         seen = True
         share = 100.0 * tr / hw
         if share <= ctx.threshold("max_transpose_share_pct"):
             continue
-        tensor_ns = _m(d, "tensor_engine_active_time_ns") or 0
+        tensor_ns = metric_value(d, "tensor_engine_active_time_ns") or 0
         out.append(
             ctx.finding(
                 title=f"NeuronCore {d['device']}: {share:.0f}% of Tensor-engine FLOPs are transposes",

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from neuron_explorer.collectors.neuron.align import Alignment, align
-from neuron_explorer.collectors.neuron.events import empty_rows, profile_metadata, profile_rows, trace_metadata
+from neuron_explorer.collectors.neuron.events import empty_rows, profile_rows
 from neuron_explorer.collectors.neuron.legacy_json import (
     is_device_json,
     is_system_json,
@@ -28,6 +28,7 @@ from neuron_explorer.collectors.neuron.legacy_json import (
     read_legacy_json,
     read_system_json,
 )
+from neuron_explorer.collectors.neuron.metadata import profile_metadata, trace_metadata
 from neuron_explorer.collectors.neuron.model import DeviceProfile, NeuronProfileWarning
 from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export, read_parquet_export
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
