@@ -31,6 +31,7 @@ TABLES = (
     "source_lines",
     "launches",
     "overlap",
+    "neuron_operators",
     "findings",
 )
 

@@ -197,3 +197,35 @@ def test_version_says_which_tool_answered(fake_aws: Path, tmp_path: Path) -> Non
     assert r.returncode == 0 and "PyTorch profiler" in text and f"installed at {fake_aws}" in text
     r = _cli("--version", cwd=tmp_path, env={"NEURON_EXPLORER_AWS_CLI": str(tmp_path / "absent")})
     assert "not installed" in " ".join(r.stdout.split())
+
+
+def test_metrics_exports_the_operator_table(inputs, tmp_path: Path, capsys) -> None:
+    import pyarrow.parquet as pq
+
+    rc, _, err = _run(capsys, "metrics", str(inputs["legacy"]), "-o", str(tmp_path / "m"))
+    assert rc == 0, err
+    ops = pq.read_table(tmp_path / "m" / "neuron_operators.parquet").to_pandas()
+    doc = json.loads(inputs["legacy"].read_text())
+    work = [r for r in doc["instruction"] if r["opcode"] != synth.WAIT_OPCODE]
+    assert int(ops["device_ns"].sum()) == sum(r["duration"] for r in work)
+    assert set(zip(ops["layer"], ops["hlo_name"])) == {(r["layer"], r["hlo_name"]) for r in work}
+    fields = pq.read_table(tmp_path / "m" / "fields.parquet").to_pandas()
+    assert set(fields.loc[fields["table"] == "neuron_operators", "field"]) == set(ops.columns)
+
+
+async def test_tui_overview_shows_the_profiles_own_warning(inputs) -> None:
+    from neuron_explorer.tui.app import ExplorerApp
+    from neuron_explorer.tui.data import TraceSource
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        app = ExplorerApp(TraceSource.open(inputs["legacy"]))
+        async with app.run_test(size=(160, 50)) as pilot:
+            text = ""
+            for _ in range(200):  # the analysis is computed in a worker
+                await pilot.pause(0.05)
+                text = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+                if "itself warns" in text:
+                    break
+    assert "The profile itself warns: Missing DGE notifications" in text
+    assert "NeuronCore 0 mostly" in text
