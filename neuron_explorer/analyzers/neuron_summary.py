@@ -19,6 +19,15 @@ IDLE_BELOW_PCT = 20.0
 OPERATOR_COLUMNS = ("device", "layer", "hlo_op", "hlo_name", "instructions", "device_ns", "device_pct", "engines")
 
 
+def fmt_pct(value: float | None) -> str:
+    """A percentage that stays readable when tiny: 0.42%, 0.0031%, 27.31%."""
+    if value is None:
+        return "-"
+    if 0 < abs(value) < 0.1:
+        return f"{value:.2g}%"
+    return f"{value:.2f}%"
+
+
 def _num(metrics: Mapping[str, Any], key: str) -> float | None:
     v = metrics.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
@@ -63,8 +72,7 @@ def neuron_verdict(overview: list[dict[str, Any]]) -> str | None:
         else:
             label = "mostly DMA-bound"
         over = f" of {total / 1e6:,.3f} ms" if total else ""
-        dma_text = "-" if dma is None else f"{d:.2f}%"
-        eng_text = "-" if eng is None else f"{e:.2f}%"
+        dma_text, eng_text = fmt_pct(dma), fmt_pct(eng)
         parts.append(f"NeuronCore {o['device']} {label} (engines active {eng_text}, DMA active {dma_text}{over})")
     if not parts:
         return None

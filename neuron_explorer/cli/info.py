@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any
 
-from neuron_explorer.analyzers.neuron_summary import neuron_overview, profile_warnings
+from neuron_explorer.analyzers.neuron_summary import fmt_pct, neuron_overview, profile_warnings
 from neuron_explorer.cli._common import add_trace_argument, open_trace
 from neuron_explorer.trace.summary import describe
 
@@ -138,7 +138,7 @@ def render_neuron(console: Any, info: dict[str, Any]) -> None:
 
     for d in info.get("neuron") or []:
         pct = [
-            f"{label} {'-' if d[key] is None else f'{d[key]:.2f}%'}"
+            f"{label} {fmt_pct(d[key])}"
             for label, key in (
                 ("engines active", "engines_active_pct"),
                 ("DMA active", "dma_active_pct"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.neuron_summary import fmt_pct
 from neuron_explorer.analyzers.rules._neuron_common import (
     covered,
     devices,
@@ -76,8 +77,8 @@ def low_mfu(ctx: RuleContext) -> list[Finding]:
         )
         out.append(
             ctx.finding(
-                title=f"NeuronCore {d['device']}: MFU {mfu:.1f}% (below {against})",
-                message=f"The Tensor engine did useful matmul work for {mfu:.1f}% of its peak over the profiled run.",
+                title=f"NeuronCore {d['device']}: MFU {fmt_pct(mfu)} (below {against})",
+                message=f"The Tensor engine did useful matmul work for {fmt_pct(mfu)} of its peak over the profiled run.",
                 metrics=metrics,
                 cost_ns=int(total * headroom),
                 recommendation=hint,

@@ -33,6 +33,7 @@ CAT_CC = "neuron_cc_kernel"
 CAT_RUNTIME = "neuron_runtime"
 CAT_HW = "neuron_hw_user_annotation"
 CAT_FRAMEWORK = "neuron_framework"
+CAT_WINDOW = "neuron_profile_window"
 
 
 def _raw(
@@ -237,10 +238,28 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
                     "pcore": 0,
                 }
             )
+    if profile.span_ns and parts:
+        parts.append(_window_row(profile, alignment))
     sp = profile.system
     if len(sp):
         parts.extend(_system_rows(sp, dev))
     return parts, streams
+
+
+def _window_row(profile: DeviceProfile, alignment: Alignment) -> RawEvents:
+    """The profiled window itself (first to last hardware timestamp, = the Summary's total_time):
+    an annotation on the NeuronCore, so the trace's span is the profile's even when the first
+    or last instruction is not at its edge."""
+    cols = {
+        "device_type": pa.array(["neuron"], pa.string()),
+        "device": pa.array([profile.device], pa.int32()),
+        "stream": pa.array([None], pa.int64()),
+        "kind": pa.array([Kind.DEVICE_ANNOTATION], pa.string()),
+    }
+    start = alignment.apply(np.zeros(1, np.int64))
+    return _raw(
+        1, CAT_WINDOW, ["NeuronCore profile"], [profile.device], [-1], start, [int(profile.span_ns or 0)], [None], cols
+    )
 
 
 def _scalar(v: Any) -> Any:
