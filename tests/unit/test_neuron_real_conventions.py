@@ -334,3 +334,36 @@ def test_a_summary_json_export_is_metrics_only(raw, tmp_path: Path) -> None:
     assert d["metrics_only"]
     assert d["metrics"]["total_time_ns"] == round(raw["summary"][0]["total_time"] * 1e9)
     assert "idle" in analyze(trace).summary["verdict"]
+
+
+def _import_doc(doc: dict[str, Any], path: Path):
+    path.write_text(json.dumps(doc))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        trace = import_neuron_profile(path)
+    return trace, [str(w.message) for w in record]
+
+
+def test_tables_on_the_absolute_hardware_clock_are_made_relative_per_table(raw, trace, tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(raw))
+    for r in doc["instruction"] + doc["dma"]:
+        r["timestamp"] += FIRST_HW
+    # active_time stays relative: the origin is decided per table
+    shifted, _ = _import_doc(doc, tmp_path / "abs.json")
+    a, b = _device(shifted)["derived_metrics"], _device(trace)["derived_metrics"]
+    assert a["total_active_time_pct"] == b["total_active_time_pct"]
+    assert shifted.to_pandas()["start_ns"].tolist() == trace.to_pandas()["start_ns"].tolist()
+
+
+def test_an_active_time_table_on_another_clock_is_not_trusted(raw, tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(raw))
+    for r in doc["active_time"]:
+        r["start_ts"] += 5 * TOTAL_NS
+        r["end_ts"] += 5 * TOTAL_NS
+    trace, messages = _import_doc(doc, tmp_path / "skew.json")
+    assert any("does not line up" in m for m in messages)
+    work = [r for r in raw["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"]
+    df = trace.to_pandas()
+    assert int((df["kind"].astype(str) == "kernel").sum()) == len(work)  # waits by opcode only
+    expected = _union_ns([(r["timestamp"], r["timestamp"] + r["duration"]) for r in work])
+    assert _device(trace)["derived_metrics"]["total_active_time_ns"] == expected

@@ -61,11 +61,17 @@ def _covered_before(us: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray
     return np.where(i > 0, lengths[j] + partial, 0)
 
 
-def mark_waits(ins: pd.DataFrame, active: pd.DataFrame) -> np.ndarray:
-    """``is_wait`` of every instruction (vectorized per engine)."""
+def mark_waits(ins: pd.DataFrame, active: pd.DataFrame) -> tuple[np.ndarray, bool]:
+    """``is_wait`` of every instruction (vectorized per engine), and whether the active-time
+    table lines up with the instructions at all.
+
+    A table on another clock (or another run) would make every instruction look like a wait, so
+    it is trusted only when at least half of the time of the instructions that are not
+    semaphore waits by opcode lies inside it; otherwise waits are found by opcode alone.
+    """
     wait = ins["opcode"].astype(str).str.contains(WAIT_OPCODE, na=False).to_numpy()
     if not len(active) or not len(ins):
-        return wait
+        return wait, True
     start = ins["start_ns"].to_numpy(np.int64)
     end = start + ins["dur_ns"].to_numpy(np.int64)
     inside = np.zeros(len(ins), np.int64)
@@ -79,5 +85,8 @@ def mark_waits(ins: pd.DataFrame, active: pd.DataFrame) -> np.ndarray:
         inside[mask] = _covered_before(us, ue, end[mask]) - _covered_before(us, ue, start[mask])
         checked |= mask
     dur = end - start
+    work = checked & ~wait
+    if work.any() and inside[work].sum() < 0.5 * dur[work].sum():
+        return wait, False
     outside = checked & (dur > 0) & (inside < MIN_ACTIVE_SHARE * dur)
-    return wait | outside
+    return wait | outside, True

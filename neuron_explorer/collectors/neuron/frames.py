@@ -141,7 +141,13 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile, active: pd.Dat
         df.loc[idx, "src_file"] = parsed.loc[ok, "file"].str.strip()
         df.loc[idx, "src_line"] = parsed.loc[ok, "line"].astype(int)
     df["src_line"] = pd.to_numeric(df["src_line"], errors="coerce").fillna(-1).astype(np.int64)
-    df["is_wait"] = mark_waits(df, active if active is not None else pd.DataFrame())
+    df["is_wait"], lines_up = mark_waits(df, active if active is not None else pd.DataFrame())
+    if not lines_up:
+        profile.warn(
+            "the active-time table does not line up with the instructions (another clock?): engine active "
+            "time is taken from the instructions, semaphore waits excluded by opcode"
+        )
+        profile.active = pd.DataFrame()
     return df
 
 

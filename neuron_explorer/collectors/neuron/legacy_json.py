@@ -146,12 +146,12 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
 
     active = _records(obj, "active_time", path)
     if len(active):
-        profile.active = active_intervals(active, profile, 0)
+        profile.active = active_intervals(active, profile, _origin(active, "start_ts", meta))
     ins = _records(obj, "instruction", path)
     if len(ins):
         _need(ins, "instruction", ("timestamp", "duration"), path)
         args = F.records_json(ins)
-        ins = F.times(ins.rename(columns=INSTRUCTION_FIELDS), 0)
+        ins = F.times(ins.rename(columns=INSTRUCTION_FIELDS), _origin(ins, "timestamp", meta))
         ins["args"] = args
         profile.instructions = F.finish_instructions(ins, profile, profile.active)
     elif not profile.metrics_only:
@@ -161,7 +161,7 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
         _need(dma, "dma", ("timestamp", "duration"), path)
         args = F.records_json(dma)
         dma = dma.drop(columns=[c for c in ("queue",) if c in dma.columns])
-        dma = F.times(dma.rename(columns=DMA_FIELDS), 0)
+        dma = F.times(dma.rename(columns=DMA_FIELDS), _origin(dma, "timestamp", meta))
         dma["args"] = args
         queues = queue_table(obj.get("dma_queues_info"))
         profile.dmas = mark_transfers(finish_dmas(dma, profile, queues), profile)
@@ -221,6 +221,17 @@ def read_system_json(path: Path, obj: Any) -> pd.DataFrame:
     ev["nc_idx"] = pd.to_numeric(nc, errors="coerce")
     ev["source"] = "neuron_rt"
     return F.ensure(ev, {"pid": 0, "tid": 0})
+
+
+def _origin(df: pd.DataFrame, column: str, meta: dict[str, Any]) -> int:
+    """What to subtract from a table's timestamps to make them device-relative: real files write
+    them from 0, but a table whose every timestamp is at or past ``first_hw_timestamp`` is on
+    the absolute hardware clock (decided per table, never for the whole file)."""
+    first = _float(meta.get("first_hw_timestamp"))
+    if first is None or first <= 0 or column not in df:
+        return 0
+    values = pd.to_numeric(df[column], errors="coerce")
+    return int(first) if values.notna().any() and float(values.min()) >= first else 0
 
 
 def _need(df: pd.DataFrame, key: str, fields: tuple[str, ...], path: Path) -> None:
