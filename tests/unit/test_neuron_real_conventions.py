@@ -367,3 +367,31 @@ def test_an_active_time_table_on_another_clock_is_not_trusted(raw, tmp_path: Pat
     assert int((df["kind"].astype(str) == "kernel").sum()) == len(work)  # waits by opcode only
     expected = _union_ns([(r["timestamp"], r["timestamp"] + r["duration"]) for r in work])
     assert _device(trace)["derived_metrics"]["total_active_time_ns"] == expected
+
+
+def test_without_aggregated_rows_every_row_but_duplicates_is_a_transfer(raw, tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(raw))
+    doc["dma"] = [r for r in doc["dma"] if r["aggregated"] == "no"]
+    for i, r in enumerate(doc["dma"]):
+        del r["aggregated"]
+        r["duplicate"] = "yes" if i % 4 == 0 else "no"
+    doc["dma"][1]["is_cc_dma"] = "true"
+    trace, _ = _import_doc(doc, tmp_path / "packets.json")
+    df = trace.to_pandas()
+    kept = [r for r in doc["dma"] if r["duplicate"] == "no"]
+    assert int((df["kind"].astype(str) == "memcpy").sum()) == len(kept) - 1
+    assert int((df["kind"].astype(str) == "collective").sum()) == 1  # the one "true" CC DMA
+    assert _device(trace)["derived_metrics"]["dma_transfer_total_bytes"] == sum(r["transfer_size"] for r in kept)
+    assert _device(trace)["dma_granularity"] == "packet"
+
+
+def test_tables_and_fields_not_imported_are_listed(raw, trace, tmp_path: Path) -> None:
+    d = _device(trace)
+    assert d["tables_not_imported"] == {"dma_throughput": 1}
+    assert d["unknown_columns"] == {}  # every field of this export is one we read
+    doc = json.loads(json.dumps(raw))
+    doc["instruction"][0]["mystery_field"] = 1
+    doc["dma"][0]["dge_mode"] = "hw"
+    traced, _ = _import_doc(doc, tmp_path / "more.json")
+    assert _device(traced)["unknown_columns"] == {"instruction": ["mystery_field"], "dma": ["dge_mode"]}
+    assert '"mystery_field":1' in traced.to_pandas()["args"].dropna().str.cat()  # kept in args

@@ -44,6 +44,47 @@ DMA_FIELDS = {
     "dma_engine": "engine_idx",
     "is_cc_dma": "is_cc",
 }
+#: Fields of the legacy records this importer knows (docs/neuron.md); others are listed in the
+#: trace metadata as ``unknown_columns`` and kept in ``args``.
+KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    "instruction": frozenset(
+        {
+            *INSTRUCTION_FIELDS,
+            "subgroup",
+            "opcode",
+            "operands",
+            "hlo_name",
+            "layer",
+            "hlo_attrs",
+            "bir_id",
+            "predecessors",
+            "hbm_read_bytes",
+            "hbm_write_bytes",
+            "pc",
+            "id",
+        }
+    ),
+    "dma": frozenset(
+        {
+            *DMA_FIELDS,
+            "source",
+            "dest",
+            "variable",
+            "queue_type",
+            "dma_queue",
+            "subgroup",
+            "semaphore_id",
+            "aggregated",
+            "duplicate",
+            "packet_aggregation_id",
+        }
+    ),
+    "active_time": frozenset({"engine", "start_ts", "end_ts", "duration_ns", "pcore_idx"}),
+}
+#: Top-level keys read; the others (dma_throughput, nc_mem_usage, ...) are counted in the metadata.
+READ_KEYS = frozenset(
+    {"summary", "metadata", "instruction", "dma", "active_time", "dma_queues_info", "warnings", "layer_summary"}
+)
 #: Top-level keys of a device-profile export; a JSON object with none of them is not one.
 DEVICE_KEYS = ("instruction", "dma", "summary", "metadata", "active_time", "profile_info")
 SYSTEM_KEYS = ("trace_events", "trace_event")
@@ -148,6 +189,11 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     if len(active):
         profile.active = active_intervals(active, profile, _origin(active, "start_ts", meta))
     ins = _records(obj, "instruction", path)
+    for key, table in (("instruction", ins), ("active_time", active)):
+        profile.unknown_columns[key] = sorted(set(map(str, table.columns)) - KNOWN_FIELDS[key])
+    profile.other_tables = {
+        str(k): len(v) if isinstance(v, list) else 1 for k, v in obj.items() if k not in READ_KEYS and v
+    }
     if len(ins):
         _need(ins, "instruction", ("timestamp", "duration"), path)
         args = F.records_json(ins)
@@ -157,6 +203,7 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     elif not profile.metrics_only:
         profile.warn("'instruction' missing or empty: no engine activity in this profile")
     dma = _records(obj, "dma", path)
+    profile.unknown_columns["dma"] = sorted(set(map(str, dma.columns)) - KNOWN_FIELDS["dma"])
     if len(dma):
         _need(dma, "dma", ("timestamp", "duration"), path)
         args = F.records_json(dma)

@@ -38,6 +38,7 @@ def profile_metadata(
                 "alignment": a.to_dict(),
                 "executions": len(p.executions),
                 "unknown_columns": {k: v for k, v in p.unknown_columns.items() if v},
+                "tables_not_imported": dict(p.other_tables),
                 "warnings": list(p.warnings),
                 "file_warnings": list(p.file_warnings),
                 "metrics_only": p.metrics_only,

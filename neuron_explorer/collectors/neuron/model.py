@@ -92,6 +92,8 @@ class DeviceProfile:
     #: A ``summary-json`` export: metrics only, no events.
     metrics_only: bool = False
     unknown_columns: dict[str, list[str]] = field(default_factory=dict)
+    #: Tables of the export not imported (legacy ``dma_throughput``, ``nc_mem_usage``, ...): rows each.
+    other_tables: dict[str, int] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
 
     def warn(self, message: str) -> None:
