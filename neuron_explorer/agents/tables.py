@@ -34,6 +34,8 @@ METRICS_TABLES: dict[str, str] = {
     "source_lines": "One row per user source line (src_file, src_line): host_ns, device_ns, kernel_count, alloc_bytes.",
     "launches": "One row per rank and device: kernel launch duration, launch delay and queue depth statistics.",
     "overlap": "One row per rank and device: communication time overlapped with compute, and exposed.",
+    "neuron_operators": "Trainium only (AWS's Operator Table): one row per NeuronCore, framework layer and HLO op: "
+    "instructions, device_ns, device_pct.",
     "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
     "threshold, time_ranges, event_ids and source_lines as JSON text.",
     "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",

@@ -22,6 +22,7 @@ from neuron_explorer.analyzers import (
     kernels,
     launches,
     memory,
+    neuron_summary,
     ops,
     overlap,
     source_lines,
@@ -58,6 +59,8 @@ class Analysis:
     launches: pd.DataFrame
     launch_summary: dict[str, Any]
     overlap: pd.DataFrame
+    #: Trainium: device time by framework layer and HLO op (AWS's Operator Table); empty elsewhere.
+    neuron_operators: pd.DataFrame = field(default_factory=pd.DataFrame)
     findings: list[Finding] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
@@ -94,6 +97,7 @@ class Analysis:
                     "source_lines",
                     "launches",
                     "overlap",
+                    "neuron_operators",
                 )
             },
         }
@@ -169,6 +173,7 @@ def analyze(
         launch_summary={},
         overlap=timed("overlap", overlap.comm_overlap, frames),
     )
+    a.neuron_operators = neuron_summary.operator_table(frames.metadata)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
@@ -220,6 +225,15 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         "top_finding": top.title if top else None,
     }
     summary["verdict"] = _verdict(summary, top)
+    neuron = neuron_summary.neuron_overview(frames.metadata)
+    if neuron:
+        summary["neuron"] = neuron
+        summary["profile_warnings"] = neuron_summary.profile_warnings(frames.metadata)
+        text = neuron_summary.neuron_verdict(neuron)
+        # Device-only Neuron profiles: instruction time counts semaphore waits; the engines'
+        # active time against total_time is what the core really did.
+        if text and (not summary["devices"] or set(summary["device_types"]) <= {"neuron"}):
+            summary["verdict"] = text + (f"; top issue: {top.title}." if top is not None else ".")
     return summary
 
 

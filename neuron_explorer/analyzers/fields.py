@@ -142,6 +142,15 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "exposed_comm_ns": ("ns", "comm_ns - overlapped_ns."),
         "overlap_pct": ("%", "overlapped_ns / comm_ns, 0-100."),
     },
+    "neuron_operators": {
+        "layer": ("", "Framework layer of the Neuron instructions (the export's `layer`)."),
+        "hlo_name": ("", "HLO instruction they implement (the export's `hlo_name`, e.g. dot.7)."),
+        "hlo_op": ("", "hlo_name without its .N suffix (dot.7 -> dot)."),
+        "instructions": ("events", "Instructions of the (layer, HLO op), semaphore waits excluded."),
+        "device_ns": ("ns", "Sum of their durations on the NeuronCore engines."),
+        "device_pct": ("%", "device_ns over the NeuronCore's instruction time (waits excluded), 0-100."),
+        "engines": ("engines", "Number of distinct engines they ran on."),
+    },
     "findings": {
         "rule_id": ("", "Rule that produced the finding (docs/rules.md)."),
         "severity": ("", "info, warning or error."),

@@ -24,7 +24,7 @@ from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
 from neuron_explorer.analyzers.finding import SEVERITY_RANK
 from neuron_explorer.cli._common import add_output_argument, add_trace_argument, open_trace
 from neuron_explorer.trace import Trace
-from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.trace.errors import AnalysisError, TraceFormatError
 
 EXIT_FINDINGS = 1
 
@@ -123,7 +123,12 @@ def load_for_analysis(path: str, quiet: bool = False) -> Trace:
     of a trace's bytes are raw args they never read); JSON is imported in full."""
     p = Path(path)
     if p.is_dir() or p.suffix in (".parquet", ".pq"):
-        return Trace.read(p, columns=ANALYSIS_COLUMNS)
+        try:
+            return Trace.read(p, columns=ANALYSIS_COLUMNS)
+        except TraceFormatError:
+            if not p.is_dir():
+                raise
+            # not a run directory of Parquet traces: a Neuron export directory, say
     return open_trace(path, quiet=quiet)
 
 

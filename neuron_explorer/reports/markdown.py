@@ -20,6 +20,7 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         "",
         f"**Verdict:** {s['verdict']}",
         "",
+        *[f"> The profile itself warns: {_cell(w)}\n" for w in s.get("profile_warnings") or []],
         f"{s['num_events']:,} events · wall {fmt_ns(s['wall_ns'])} · {s['num_steps']} step(s) · ranks {s['ranks']} · "
         f"devices {', '.join(s['devices']) or 'cpu only'}",
         "",

@@ -32,6 +32,7 @@ TABLES = (
     "source_lines",
     "launches",
     "overlap",
+    "neuron_operators",
     "findings",
 )
 

@@ -15,6 +15,7 @@ def render(
     a: Analysis, out: IO[str] | None = None, min_severity: str = "info", top: int = 10, width: int | None = None
 ) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(file=out, width=width, highlight=False, soft_wrap=False)
@@ -25,6 +26,10 @@ def render(
         f"devices {', '.join(s['devices']) or 'cpu only'}"
     )
     console.print(f"[bold]Verdict:[/bold] {s['verdict']}")
+    for w in s.get("profile_warnings") or []:
+        console.print(f"[yellow]The profile itself warns:[/yellow] {escape(str(w))}")
+    if any(d.get("metrics_only") for d in s.get("neuron") or []):
+        console.print("Metrics only: this Neuron export (summary-json) holds no events, so event-based rules skip.")
 
     if a.step_stats.get("num_steps"):
         st = a.step_stats
@@ -74,6 +79,20 @@ def render(
                 fmt_ns(r.host_self_ns),
                 fmt_ns(r.device_ns),
                 f"{r.kernel_count:,}",
+            )
+        console.print(t)
+
+    if len(a.neuron_operators):
+        t = Table(title="Operator Table: NeuronCore time by layer and HLO op", title_justify="left")
+        for col in ("layer", "HLO op", "instructions", "device", "%"):
+            t.add_column(col, justify="left" if col in ("layer", "HLO op") else "right")
+        for r in a.neuron_operators.head(top).itertuples():
+            t.add_row(
+                short(str(r.layer or "-"), 50),
+                short(str(r.hlo_name or "-"), 30),
+                f"{r.instructions:,}",
+                fmt_ns(r.device_ns),
+                f"{r.device_pct:.1f}",
             )
         console.print(t)
 

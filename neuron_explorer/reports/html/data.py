@@ -80,7 +80,8 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     ops = table(analysis.ops, OP_COLUMNS)
     line_rows = source_line_rows(analysis.source_lines)
     lines = table(line_rows, LINE_COLUMNS)
-    notes = _notes(timeline, kernels, ops, lines)
+    notes = [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
+    notes += _notes(timeline, kernels, ops, lines)
     if len(analysis.attribution) > figures.MAX_BARS:
         notes.append(
             f"The step-time breakdown has {len(analysis.attribution):,} bars, so it is drawn as a stacked area."

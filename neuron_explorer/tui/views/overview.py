@@ -118,6 +118,11 @@ class OverviewPane(VerticalScroll):
         for f in findings:
             table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.title, fmt_ns(f.cost_ns))
         parts: list = [Text(verdict, style="bold")] if verdict else []
+        # A Neuron export's own warnings (e.g. its DMA figures may be wrong) come before the findings.
+        parts += [
+            Text(f"The profile itself warns: {w}", style="yellow")
+            for w in analysis.summary.get("profile_warnings") or []
+        ]
         parts.append(table if findings else Text("no findings: no rule fired", style="green"))
         if len(analysis.findings) > TOP_FINDINGS:
             parts.append(Text(f"… {len(analysis.findings) - TOP_FINDINGS} more in Findings (2)", style="dim"))
