@@ -1,0 +1,98 @@
+"""Matching source lines across two versions of the code.
+
+A change that adds a line shifts every line below it, so ``model.py:88`` in the base may be
+``model.py:89`` in the new run. When the source file can be read on both sides (``read_lines``,
+injected by the caller: analyzers do no I/O), a line is matched by its file, function, text
+and the occurrence of that text in the file; otherwise by file and line number.
+
+Files are matched by path when the two runs share user files; when they ran from different
+checkouts (``/ci/a/repo/model.py`` against ``/ci/b/repo/model.py``), by the path under each
+side's common directory of user files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from neuron_explorer.trace.frames import is_library_path
+
+ReadLines = Callable[[str], "Sequence[str] | None"]
+
+
+def file_keys(base_files: set[str], new_files: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Per side, file path -> the key it is matched on."""
+    user_b = {f for f in base_files if not is_library_path(f)}
+    user_n = {f for f in new_files if not is_library_path(f)}
+    if not user_b or not user_n or user_b & user_n:
+        return {f: f for f in base_files}, {f: f for f in new_files}
+
+    def strip(files: set[str], user: set[str]) -> dict[str, str]:
+        root = os.path.commonpath([os.path.dirname(f) or "." for f in user]) if len(user) else ""
+        return {f: (os.path.relpath(f, root) if f in user and root else f) for f in files}
+
+    return strip(base_files, user_b), strip(new_files, user_n)
+
+
+class _Source:
+    """Line texts and occurrence numbers of the files of one side, read once each."""
+
+    def __init__(self, read_lines: ReadLines | None) -> None:
+        self.read_lines = read_lines
+        self.cache: dict[str, tuple[list[str], list[int]] | None] = {}
+
+    def get(self, path: str) -> tuple[list[str], list[int]] | None:
+        if path not in self.cache:
+            raw = self.read_lines(path) if self.read_lines else None
+            if raw is None:
+                self.cache[path] = None
+            else:
+                texts = [t.strip() for t in raw]
+                seen: dict[str, int] = {}
+                occ = []
+                for t in texts:
+                    occ.append(seen.get(t, 0))
+                    seen[t] = seen.get(t, 0) + 1
+                self.cache[path] = (texts, occ)
+        return self.cache[path]
+
+
+def line_keys(
+    base: pd.DataFrame, new: pd.DataFrame, read_lines: ReadLines | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For the distinct (src_file, src_line, src_func) rows of each side: ``line_key`` (equal on
+    both sides for the same line of code), ``file_key`` and ``text`` ("" when unreadable)."""
+    fb, fn = file_keys(set(base["src_file"]), set(new["src_file"]))
+    src_b, src_n = _Source(read_lines), _Source(read_lines)
+    # text matching for a file only when both sides can read it, else the keys could never meet
+    readable = {fb[f] for f in fb if src_b.get(f) is not None} & {fn[f] for f in fn if src_n.get(f) is not None}
+
+    def keyed(df: pd.DataFrame, keys: dict[str, str], src: _Source) -> pd.DataFrame:
+        out = df[["src_file", "src_line", "src_func"]].drop_duplicates(["src_file", "src_line"]).reset_index(drop=True)
+        line_key, file_key, text = [], [], []
+        for f, ln, func in zip(out["src_file"], out["src_line"], out["src_func"]):
+            fk = keys[f]
+            got = src.get(f)
+            t = got[0][ln - 1] if got is not None and 0 < ln <= len(got[0]) else ""
+            if fk in readable and t:
+                line_key.append(f"{fk}\x00{func}\x00{t}\x00{got[1][ln - 1]}")  # type: ignore[index]
+            else:
+                line_key.append(f"{fk}\x00{ln}")
+            file_key.append(fk)
+            text.append(t)
+        return out.assign(line_key=line_key, file_key=file_key, text=text)
+
+    return keyed(base, fb, src_b), keyed(new, fn, src_n)
+
+
+def line_label(file_key: str, line: int, text: str = "", max_text: int = 60) -> str:
+    """``model.py:88 (x.item())``: the file's last two path parts, the line and its code."""
+    parts = file_key.replace("\\", "/").split("/")
+    short = "/".join(parts[-2:])
+    label = f"{short}:{int(line)}"
+    if text:
+        t = text if len(text) <= max_text else text[: max_text - 3] + "..."
+        label += f" ({t})"
+    return label
