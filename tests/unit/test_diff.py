@@ -45,10 +45,10 @@ def _expected(path: Path) -> dict[str, Any]:
     launches = {e["args"]["correlation"]: e["ts"] for e in events if e["cat"] == "cuda_runtime"}
     kernels: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     for e in events:
-        if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset"):
-            if step_of(launches.get(e["args"].get("correlation"), e["ts"])) is not None:
-                kernels[e["name"]][0] += 1
-                kernels[e["name"]][1] += e["dur"] * 1000
+        launched = launches.get(e["args"].get("correlation"), e["ts"]) if "args" in e else e["ts"]
+        if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset") and step_of(launched) is not None:
+            kernels[e["name"]][0] += 1
+            kernels[e["name"]][1] += e["dur"] * 1000
 
     def contains(a: dict, b: dict) -> bool:
         return a is not b and (a["pid"], a["tid"]) == (b["pid"], b["tid"]) and a["ts"] <= b["ts"] and b["ts"] + b["dur"] <= a["ts"] + a["dur"]  # fmt: skip

@@ -33,6 +33,9 @@ CONFIDENCE = 0.95
 TABLES = ("ops", "kernels", "source_lines", "collectives", "op_shapes", "kernel_shapes")
 #: Families whose changes make up the answer (each named with its source line).
 ANSWER_FAMILIES = ("ops", "kernels", "collectives")
+#: The answer leaves out changes smaller than this share of the base step time (in %): a
+#: confident +2 us on a 10 ms step is real but not what anyone is looking for.
+MIN_ANSWER_PCT = 0.5
 
 
 class DiffError(AnalysisError):
@@ -172,8 +175,10 @@ def _answer(d: TraceDiff, limit: int = 5) -> list[dict[str, Any]]:
     """The biggest confident regressions of ops, kernels and collectives, each with the source
     line it came from: "+30.8 ms per step: `cudaMemcpyAsync` 38 -> 802 calls, from model.py:88"."""
     rows = []
+    floor = MIN_ANSWER_PCT / 100 * d.base["step_mean_ns"]
     for family in ANSWER_FAMILIES:
-        r = d.regressions(family).head(limit)
+        r = d.regressions(family)
+        r = r[r["delta_ns"] >= floor].head(limit)
         rows += [dict(row, family=family) for row in r.to_dict(orient="records")]
     rows.sort(key=lambda r: -r["delta_ns"])
     out = []

@@ -80,7 +80,7 @@ def _item_rows(t: pd.DataFrame, width: int) -> list[list[str]]:
                 signed_ns(r.delta_ns),
                 status,
                 calls,
-                confidence(r.confidence),
+                confidence(r.confidence) if r.delta_ns else "-",
                 short(str(getattr(r, "line", "") or ""), width),
             ]
         )
@@ -109,7 +109,7 @@ def build(d: TraceDiff, top: int = 10, checks: list[GateCheck] | None = None, th
                 signed_ns(r["delta_ns"]),
                 pct(r["delta_pct"]),
                 interval,
-                confidence(r["confidence"]),
+                confidence(r["confidence"]) if r["delta_ns"] else "-",
             ]
         )
     view.sections.append(Section("Step time and its attribution (per step)", METRIC_COLUMNS, rows))
