@@ -176,18 +176,19 @@ def _metrics(table: pd.DataFrame, cats: list[str], samples: pd.DataFrame, sample
     return out
 
 
-def _op_shapes(trace: Trace, host: pd.DataFrame) -> np.ndarray:
-    """The input shapes (JSON text, "" when not recorded) of every row of ``host``."""
-    out = np.full(len(host), "", dtype=object)
+def _op_shapes(trace: Trace, host: pd.DataFrame) -> pd.Categorical:
+    """The input shapes (JSON text, "" when not recorded) of every row of ``host``, as a
+    categorical (grouping on its codes is fast; each distinct shape is one string)."""
+    empty = pd.Categorical.from_codes(np.zeros(len(host), np.int64), categories=[""])
     events = trace.events
     if "input_shapes" not in events.column_names or not len(host):
-        return out
+        return empty
     kind = pc.cast(events["kind"], pa.string())
     table = events.select(["rank", "event_id", "input_shapes"]).filter(
         pc.and_(pc.equal(kind, Kind.CPU_OP), pc.is_valid(events["input_shapes"]))
     )
     if not table.num_rows:
-        return out
+        return empty
     pos = lookup(
         ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
         ukey(
@@ -195,21 +196,27 @@ def _op_shapes(trace: Trace, host: pd.DataFrame) -> np.ndarray:
             pc.fill_null(table["event_id"], -1).to_numpy().astype(np.int64),
         ),
     )
+    encoded = pc.dictionary_encode(pc.cast(table["input_shapes"], pa.string())).combine_chunks()
+    shapes = ["", *encoded.dictionary.to_pylist()]
+    codes = np.zeros(len(host), np.int64)
     ok = pos >= 0
-    values = pc.cast(table["input_shapes"], pa.string()).to_numpy(zero_copy_only=False)
-    out[pos[ok]] = values[ok]
-    return out
+    codes[pos[ok]] = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)[ok] + 1
+    if shapes.count("") > 1:  # a recorded "" shape is the same as none
+        blank = shapes.index("", 1)
+        codes[codes == blank] = 0
+        shapes[blank] = "\x00unused"
+    return pd.Categorical.from_codes(codes, categories=shapes)
 
 
-def _device_shapes(host: pd.DataFrame, shapes: np.ndarray, dev: pd.DataFrame) -> np.ndarray:
+def _device_shapes(host: pd.DataFrame, shapes: pd.Categorical, dev: pd.DataFrame) -> pd.Categorical:
     """A device event's shape: the input shapes of the op that issued it ("" when none)."""
-    if not len(dev):
-        return np.zeros(0, dtype=object)
     pos = lookup(
         ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
         ukey(dev["rank"].to_numpy(), dev["op_id"].to_numpy()),
     )
-    return np.where(pos >= 0, shapes[np.maximum(pos, 0)] if len(shapes) else "", "").astype(object)
+    codes = np.asarray(shapes.codes, np.int64)
+    dev_codes = np.where(pos >= 0, codes[np.maximum(pos, 0)] if len(codes) else 0, 0)
+    return pd.Categorical.from_codes(dev_codes, categories=shapes.categories)
 
 
 def _plain(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -265,29 +272,31 @@ def _line_events(
         & (host["src_line"].to_numpy() >= 0)
     )
     keep_dev = (dev_sample >= 0) & dev["src_file"].notna().to_numpy() & (dev["src_line"].to_numpy() >= 0)
-    parts = [
-        pd.DataFrame(
+    files = pd.api.types.union_categoricals(
+        [host["src_file"].astype("category"), dev["src_file"].astype("category")], ignore_order=True
+    ).categories
+    funcs = pd.api.types.union_categoricals(
+        [host["src_func"].astype("category"), dev["src_func"].astype("category")], ignore_order=True
+    ).categories
+
+    def part(df: pd.DataFrame, keep: np.ndarray, sample: np.ndarray, time_ns: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame(
             {
-                "src_file": host["src_file"][keep_host].astype(str).to_numpy(),
-                "src_line": host["src_line"].to_numpy()[keep_host],
-                "src_func": host["src_func"][keep_host].astype(str).to_numpy(),
-                "sample": host_sample[keep_host],
-                "time_ns": self_ns[keep_host],
+                "src_file": pd.Categorical(df["src_file"][keep], categories=files),
+                "src_line": df["src_line"].to_numpy()[keep],
+                "src_func": pd.Categorical(df["src_func"][keep], categories=funcs),
+                "sample": sample[keep],
+                "time_ns": time_ns[keep],
             }
-        ),
-        pd.DataFrame(
-            {
-                "src_file": dev["src_file"][keep_dev].astype(str).to_numpy(),
-                "src_line": dev["src_line"].to_numpy()[keep_dev],
-                "src_func": dev["src_func"][keep_dev].astype(str).to_numpy(),
-                "sample": dev_sample[keep_dev],
-                "time_ns": dev["dur_ns"].to_numpy()[keep_dev],
-            }
-        ),
-    ]
+        )
+
+    parts = [part(host, keep_host, host_sample, self_ns), part(dev, keep_dev, dev_sample, dev["dur_ns"].to_numpy())]
     df = pd.concat(parts, ignore_index=True)
-    return (
-        df.groupby(["src_file", "src_line", "sample"], sort=False)
+    g = (
+        df.groupby(["src_file", "src_line", "sample"], sort=False, observed=True)
         .agg(src_func=("src_func", "first"), count=("time_ns", "size"), time_ns=("time_ns", "sum"))
         .reset_index()
     )
+    g["src_file"] = g["src_file"].astype(str)
+    g["src_func"] = g["src_func"].astype(str)
+    return g
