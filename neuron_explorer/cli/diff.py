@@ -135,7 +135,7 @@ def render(d, fmt: str, top: int, checks, threshold) -> str:  # type: ignore[no-
     if fmt == "html":
         from neuron_explorer.reports.diff.html import render as render_html
 
-        return render_html(view, d)
+        return render_html(view)
     from neuron_explorer.reports.diff.text import render as render_text
 
     buf = io.StringIO()

@@ -255,3 +255,30 @@ def test_traces_without_steps_compare_as_one_window(tmp_path):
     assert d.base["num_steps"] == 1 and not d.base["has_steps"]
     assert any("one window" in n for n in d.notes)
     assert d.tables["kernels"].set_index("name").loc["gemm_kernel", "base_ns"] == 300_000
+
+
+def test_html_page_escapes_trace_strings_and_embeds_the_view(tmp_path):
+    evil = "</script><img src=x onerror=alert(1)>"
+    base = kineto(STEADY, [300] * 8)
+    new = kineto(STEADY, [400] * 8)
+    for e in new["traceEvents"]:
+        if e["name"] == "gemm_kernel":
+            e["name"] = evil
+    out = tmp_path / "d.html"
+    code = main(["diff", str(write(tmp_path / "a.json", base)), str(write(tmp_path / "b.json", new)), "--format", "html", "-o", str(out)])  # fmt: skip
+    assert code == 0
+    page = out.read_text()
+    assert "<img" not in page and page.count("</script>") == 1
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    data = json.loads(page.split('id="diff-data">', 1)[1].split("</script>", 1)[0])
+    kernels = next(s for s in data["sections"] if s["title"].startswith("Kernels") and "slower" in s["title"])
+    assert kernels["rows"][0][0] == evil and kernels["rows"][0][3:5] == ["+400.0 us", "new"]  # renamed: a new kernel
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "html"])
+def test_every_format_renders_a_trace_without_steps_or_device(tmp_path, fmt):
+    doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]}
+    a = str(write(tmp_path / "a.json", doc))
+    out = tmp_path / f"out.{fmt}"
+    assert main(["diff", a, a, "--format", fmt, "-o", str(out), "--fail-on-regression", "1"]) == 0
+    assert out.stat().st_size > 0
