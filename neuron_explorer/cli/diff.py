@@ -66,6 +66,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help=f"the confidence a change needs to count (default: {CONFIDENCE})",
     )
     parser.add_argument("--include-warmup", action="store_true", help="keep warm-up steps (left out by default)")
+    parser.add_argument("--tui", action="store_true", help="browse the diff in the terminal instead of printing it")
     parser.add_argument("--top", type=int, default=10, help="rows per table in text/markdown/html (default: 10)")
     add_output_argument(parser, "write the diff to this file instead of stdout")
 
@@ -102,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     checks = gate(d, args.fail_on_regression, metrics) if args.fail_on_regression is not None else None
     if checks is None and metrics:
         gate(d, 0.0, metrics)  # validate --metric even without a gate: a typo should not pass silently
+    if args.tui:
+        return _browse(d, args.top, checks, args.fail_on_regression)
     text = render(d, args.format, args.top, checks, args.fail_on_regression)
     if args.output:
         with atomic_path(args.output) as tmp:
@@ -117,6 +120,16 @@ def run(args: argparse.Namespace) -> int:
                 )
         return EXIT_REGRESSION
     return 0
+
+
+def _browse(d, top: int, checks, threshold) -> int:  # type: ignore[no-untyped-def]
+    if not sys.stdout.isatty():
+        raise DiffError("--tui needs a terminal; leave it out for text output")
+    from neuron_explorer.reports.diff.view import build
+    from neuron_explorer.tui.views.diff import DiffApp
+
+    DiffApp(build(d, top=max(top, 50), checks=checks, threshold=threshold)).run()
+    return EXIT_REGRESSION if checks and any(c.failed for c in checks) else 0
 
 
 def render(d, fmt: str, top: int, checks, threshold) -> str:  # type: ignore[no-untyped-def]

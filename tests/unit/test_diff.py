@@ -282,3 +282,24 @@ def test_every_format_renders_a_trace_without_steps_or_device(tmp_path, fmt):
     out = tmp_path / f"out.{fmt}"
     assert main(["diff", a, a, "--format", fmt, "-o", str(out), "--fail-on-regression", "1"]) == 0
     assert out.stat().st_size > 0
+
+
+async def test_tui_view_shows_the_answer_and_a_table_per_section(pair):
+    from textual.widgets import DataTable, Static, TabbedContent
+
+    from neuron_explorer.reports.diff.view import build
+    from neuron_explorer.tui.views.diff import DiffApp
+
+    view = build(diff_traces(ne.load(pair[0]), ne.load(pair[1])))
+    app = DiffApp(view)
+    async with app.run_test(size=(160, 48)) as pilot:
+        summary = str(app.query_one("#diff-summary", Static).render())
+        assert "Step time" in summary and "gemm_kernel" in summary
+        first = app.query_one("#diff-table-0", DataTable)
+        assert first.row_count == len(view.sections[0].rows) and first.get_row_at(0)[0] == "step"
+        await pilot.press("2")
+        assert app.query_one(TabbedContent).active == "diff-tab-1"
+        kernels = next(i for i, s in enumerate(view.sections) if s.title.startswith("Kernels") and "slower" in s.title)
+        table = app.query_one(f"#diff-table-{kernels}", DataTable)
+        assert table.get_row_at(0)[0] == "gemm_kernel" and table.get_row_at(0)[3] == "+150.0 us"
+        await pilot.press("q")
