@@ -7,7 +7,7 @@ returns the head of each table so the answer stays an aggregate, not raw data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from neuron_explorer.agents.catalog import ServedTrace
@@ -17,7 +17,7 @@ from neuron_explorer.analyzers.diff import diff_traces, gate
 from neuron_explorer.trace.errors import NeuronExplorerError
 
 
-def _reader(sources: SourceAccess):  # type: ignore[no-untyped-def]
+def _reader(sources: SourceAccess) -> Callable[[str], Sequence[str] | None] | None:
     def read_lines(path: str) -> Sequence[str] | None:
         try:
             return sources.resolve(path).read_text(encoding="utf-8", errors="replace").splitlines()

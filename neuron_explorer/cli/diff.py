@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
-from neuron_explorer.analyzers.diff import CONFIDENCE, DiffError, diff_traces, gate
+from neuron_explorer.analyzers.diff import CONFIDENCE, DiffError, GateCheck, TraceDiff, diff_traces, gate
 from neuron_explorer.cli._common import add_output_argument, open_trace
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.atomic import atomic_path
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _browse(d, top: int, checks, threshold) -> int:  # type: ignore[no-untyped-def]
+def _browse(d: TraceDiff, top: int, checks: list[GateCheck] | None, threshold: float | None) -> int:
     if not sys.stdout.isatty():
         raise DiffError("--tui needs a terminal; leave it out for text output")
     from neuron_explorer.reports.diff.view import build
@@ -132,7 +132,7 @@ def _browse(d, top: int, checks, threshold) -> int:  # type: ignore[no-untyped-d
     return EXIT_REGRESSION if checks and any(c.failed for c in checks) else 0
 
 
-def render(d, fmt: str, top: int, checks, threshold) -> str:  # type: ignore[no-untyped-def]
+def render(d: TraceDiff, fmt: str, top: int, checks: list[GateCheck] | None, threshold: float | None) -> str:
     """The diff in one format (the gate's checks shown when given)."""
     if fmt == "json":
         from neuron_explorer.reports.diff.json import render as render_json

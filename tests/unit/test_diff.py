@@ -303,3 +303,24 @@ async def test_tui_view_shows_the_answer_and_a_table_per_section(pair):
         table = app.query_one(f"#diff-table-{kernels}", DataTable)
         assert table.get_row_at(0)[0] == "gemm_kernel" and table.get_row_at(0)[3] == "+150.0 us"
         await pilot.press("q")
+
+
+def test_lines_match_across_an_edit_and_across_checkouts():
+    import pandas as pd
+
+    from neuron_explorer.analyzers.diff.lines import line_keys
+
+    files = {
+        "/ci/a/repo/model.py": ["import torch", "def step(x):", "    y = x @ x", "    return y.sum()"],
+        "/ci/b/repo/model.py": ["import torch", "def step(x):", "    print(x.item())", "    y = x @ x", "    return y.sum()"],
+    }  # fmt: skip
+    base = pd.DataFrame({"src_file": ["/ci/a/repo/model.py"] * 2, "src_line": [3, 4], "src_func": ["step"] * 2})
+    new = pd.DataFrame({"src_file": ["/ci/b/repo/model.py"] * 3, "src_line": [3, 4, 5], "src_func": ["step"] * 3})
+    kb, kn = line_keys(base, new, files.get)
+    assert set(kb["file_key"]) == set(kn["file_key"]) == {"model.py"}
+    by_text = dict(zip(kn["text"], kn["line_key"]))
+    assert dict(zip(kb["text"], kb["line_key"])) == {t: by_text[t] for t in ("y = x @ x", "return y.sum()")}
+    assert by_text["print(x.item())"] not in set(kb["line_key"])
+    # without the sources, lines match by number (and the moved ones cannot be told apart)
+    kb2, kn2 = line_keys(base, new, None)
+    assert set(kb2["line_key"]) < set(kn2["line_key"])

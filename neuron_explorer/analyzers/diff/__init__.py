@@ -151,11 +151,12 @@ def _labels(table: pd.DataFrame, keys: list[str]) -> list[str]:
 
 
 def _size(nbytes: int) -> str:
+    size = float(nbytes)
     for unit in ("B", "KB", "MB", "GB"):
-        if nbytes < 1024 or unit == "GB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024  # type: ignore[assignment]
-    return str(nbytes)
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def _side_summary(side: Side) -> dict[str, Any]:

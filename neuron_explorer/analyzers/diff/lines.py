@@ -108,10 +108,11 @@ def line_keys(
         for f, ln, func in zip(out["src_file"], out["src_line"], out["src_func"]):
             fk = keys[f]
             got = src.get(fk)
-            t = got[0][ln - 1] if got is not None and 0 < ln <= len(got[0]) else ""
-            if fk in readable and t:
-                line_key.append(f"{fk}\x00{func}\x00{t}\x00{got[1][ln - 1]}")  # type: ignore[index]
+            if got is not None and 0 < ln <= len(got[0]) and got[0][ln - 1] and fk in readable:
+                t = got[0][ln - 1]
+                line_key.append(f"{fk}\x00{func}\x00{t}\x00{got[1][ln - 1]}")
             else:
+                t = got[0][ln - 1] if got is not None and 0 < ln <= len(got[0]) else ""
                 line_key.append(f"{fk}\x00{ln}")
             file_key.append(fk)
             text.append(t)
