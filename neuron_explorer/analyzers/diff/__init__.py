@@ -36,6 +36,8 @@ ANSWER_FAMILIES = ("ops", "kernels", "collectives")
 #: The answer leaves out changes smaller than this share of the base step time (in %): a
 #: confident +2 us on a 10 ms step is real but not what anyone is looking for.
 MIN_ANSWER_PCT = 0.5
+#: Longest item name in an answer sentence (C++ kernel names run to thousands of characters).
+MAX_LABEL = 80
 
 
 class DiffError(AnalysisError):
@@ -203,7 +205,8 @@ def _answer(d: TraceDiff, limit: int = 5) -> list[dict[str, Any]]:
 def _sentence(r: dict[str, Any]) -> str:
     what = "calls" if r["family"] == "ops" else "launches"
     count = f"{_count(r['base_count'])} -> {_count(r['new_count'])} {what}"
-    text = f"+{_ms(r['delta_ns'])} per step: `{r['label']}` {count}"
+    label = r["label"] if len(r["label"]) <= MAX_LABEL else r["label"][: MAX_LABEL - 3] + "..."
+    text = f"+{_ms(r['delta_ns'])} per step: `{label}` {count}"
     if r["status"] == "new":
         text += " (new)"
     return text + (f", from `{r['line']}`" if r["line"] else "")
