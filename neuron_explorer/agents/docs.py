@@ -14,6 +14,7 @@ DOCS: dict[str, str] = {
     "schema.md": "Trace schema: every column of a trace, its type, unit and meaning",
     "rules.md": "Rules: what each rule detects, its threshold, evidence and fix",
     "agents.md": "Guide for agents: the tools, SQL, and the Parquet metrics files",
+    "diff.md": "Diff: how two traces are compared per step, the confidence and the CI gate",
 }
 
 

@@ -216,6 +216,32 @@ def build_server(
         verdict and findings' costs come from them. Use it for step variance, stragglers, warm-up."""
         return views.step_breakdown(catalog.get(trace), rank, limit)
 
+    @tool("Diff two traces: what got slower")
+    def diff(
+        base: Annotated[str, Field(description="The served trace to compare against (see list_traces).")],
+        new: Annotated[str, Field(description="The served trace to compare.")],
+        limit: Annotated[int, Field(description="Most rows of each table to return (1-500).")] = 10,
+        fail_on_regression_pct: Annotated[
+            float | None,
+            Field(description="Also run the CI gate: fail when a metric regressed by more than this % of step time."),
+        ] = None,
+        metrics: Annotated[
+            list[str] | None,
+            Field(description="What the gate checks: step, a category (compute, idle, ...), categories or all."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Compare two traces per step. `answer`: the biggest confident regressions as sentences
+        naming the op or kernel, its calls per step before -> after and the source line it came
+        from. `metrics`: step time and each step-time attribution category per step (base_ns,
+        new_ns, delta_ns, delta_pct = % of the base step time, confidence = bootstrap share of
+        resamples agreeing on the sign, ci_low_ns/ci_high_ns = 95% interval; NaN when a side has
+        fewer than 3 steps). `tables`: ops, kernels, source_lines, collectives, op_shapes,
+        kernel_shapes, each row with base/new count and ns per step, delta_ns, status (new, gone,
+        changed, same), confidence and `line`. Method: resource neuron-explorer://docs/diff.md."""
+        from neuron_explorer.agents.diff_view import diff_answer
+
+        return diff_answer(catalog.get(base), catalog.get(new), sources, limit, fail_on_regression_pct, metrics)
+
     @tool("Source code around a line, with its cost")
     def source_context(
         file: Annotated[str, Field(description="The file as the trace records it (src_file), or an absolute path.")],

@@ -41,6 +41,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "neuron_explorer.cli.analyze",
         "Say what holds the run back: every metric and rule on a trace, as text, JSON or markdown.",
     ),
+    "diff": (
+        "neuron_explorer.cli.diff",
+        "Compare two traces: what got slower per step, where in the code, and how sure (a CI gate).",
+    ),
     "metrics": (
         "neuron_explorer.cli.metrics",
         "Export the analysis as Parquet tables for agents and notebooks (one file per metric family).",
@@ -65,7 +69,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 EXIT_OK = 0
-EXIT_FINDINGS = 1  # analyze --fail-on matched
+EXIT_FINDINGS = 1  # analyze --fail-on matched; diff --fail-on-regression found one
 EXIT_USAGE = 2
 EXIT_INPUT = 3  # a bad or missing input file
 EXIT_INTERRUPTED = 130
