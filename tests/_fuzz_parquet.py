@@ -212,7 +212,6 @@ def _accepted(src: Path) -> tuple[str, str]:
     import warnings
 
     from neuron_explorer.trace import Trace
-
     from neuron_explorer.trace.errors import TraceFormatError
 
     with warnings.catch_warnings():

@@ -18,7 +18,7 @@ from neuron_explorer.trace.arrow import bool_array
 from neuron_explorer.trace.repairs import NULLED
 from neuron_explorer.trace.schema import COLUMN_BY_NAME
 
-#: ``RawEvents.columns`` key of the mask of events whose columns were carried.
+#: ``RawEvents.columns`` keys ``__carried__:<column>``: the mask of the events that carried that column.
 CARRIED = "__carried__"
 
 
@@ -29,9 +29,10 @@ def _plain(typ: pa.DataType) -> pa.DataType:
 def take_carried(
     raws: list[msgspec.Raw], no_args: msgspec.Raw, issues: dict[tuple[str, str], int]
 ) -> tuple[list[msgspec.Raw], dict[str, pa.Array]]:
-    """(args with the carried member taken out, carried columns plus the ``CARRIED`` mask)."""
+    """(args with the carried member taken out, carried columns plus a ``CARRIED:<column>`` mask each)."""
     n = len(raws)
     values: dict[str, list[Any]] = {}
+    present: dict[str, np.ndarray] = {}  # per column: the rows that carried it (cells, not rows)
     mask = np.zeros(n, bool)
     out = list(raws)
     prefix = carry.PREFIX
@@ -47,10 +48,13 @@ def take_carried(
         for key, value in carried.items():
             if key in COLUMN_BY_NAME and key not in carry.NATIVE:
                 values.setdefault(key, [None] * n)[i] = value
+                present.setdefault(key, np.zeros(n, bool))[i] = True
     if not mask.any():
         return raws, {}
-    columns = {key: _array(key, vals, issues) for key, vals in values.items()}
-    columns[CARRIED] = bool_array(mask)
+    columns: dict[str, Any] = {key: _array(key, vals, issues) for key, vals in values.items()}
+    # a row carries only the columns the importer would not derive back, so each column is
+    # restored where that row carried it and derived elsewhere
+    columns.update({f"{CARRIED}:{key}": bool_array(m) for key, m in present.items()})
     return out, columns
 
 

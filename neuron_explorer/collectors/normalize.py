@@ -613,7 +613,9 @@ def build_trace(
     del take
     typed = raw.typed
     # Columns a Chrome export of ours carried (``collectors.kineto_carry``) win where carried.
-    carried = raw.columns.pop(CARRIED, None)
+    # (one mask per carried column: a row carries only the columns the importer would not
+    # derive back the same, so each is restored where carried and derived elsewhere)
+    carried = {k[len(CARRIED) + 1 :]: raw.columns.pop(k) for k in list(raw.columns) if k.startswith(CARRIED + ":")}
 
     kind, dev_code, dtypes = _classify(ph, cat, name, typed, metadata)
     on_device = np.isin(kind, _ON_DEVICE_CODES)
@@ -783,7 +785,8 @@ def build_trace(
     }
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
-            cols[k] = v if carried is None else _where(carried, v, cols[k])
+            mask = carried.get(k)
+            cols[k] = v if mask is None else _where(mask, v, cols[k])
     raw.flow_id = None
     del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
     trim()

@@ -104,6 +104,8 @@ def load_json(path: Path) -> Any:
         return msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({str(exc)[:120]}); is the file truncated?", path) from None
+    except RecursionError:  # no Neuron export nests deeper than a few levels
+        raise TraceFormatError("not a Neuron profile (JSON nested too deep)", path) from None
 
 
 def _is_summary_record(obj: Any) -> bool:
