@@ -15,9 +15,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers import breakdown, idle, kernels, launches, memory, ops, overlap, source_lines, steps
+from neuron_explorer.analyzers import (
+    breakdown,
+    idle,
+    kernels,
+    launches,
+    memory,
+    ops,
+    overlap,
+    perf,
+    source_lines,
+    steps,
+)
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+from neuron_explorer.analyzers.perf import DeviceSpec
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
@@ -46,6 +58,12 @@ class Analysis:
     launch_summary: dict[str, Any]
     overlap: pd.DataFrame
     findings: list[Finding] = field(default_factory=list)
+    #: Per op group (name + shapes + dtypes): FLOPs, bytes, achieved rates, roofline (analyzers.perf).
+    op_perf: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Device time per op category and the share of it the performance models cover.
+    op_categories: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The device spec used, model coverage, Neuron MFU/HFU/MBU (analyzers.perf.summary).
+    perf_summary: dict[str, Any] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -66,6 +84,7 @@ class Analysis:
             "rules_run": list(self.rules_run),
             "memory_summary": _jsonable(self.memory_summary),
             "launch_summary": _jsonable(self.launch_summary),
+            "perf_summary": _jsonable(self.perf_summary),
             "tables": {
                 name: records(getattr(self, name), max_rows)
                 for name in (
@@ -80,6 +99,8 @@ class Analysis:
                     "source_lines",
                     "launches",
                     "overlap",
+                    "op_perf",
+                    "op_categories",
                 )
             },
         }
@@ -115,10 +136,13 @@ def analyze(
     trace: Trace,
     rules: Iterable[str] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    device_spec: DeviceSpec | str | None = None,
 ) -> Analysis:
     """Compute all metrics, then run the rules (all when ``rules`` is None; ids or families).
 
     ``thresholds`` overrides rule thresholds by ``"rule_id.name"`` (e.g. ``{"device_idle.idle_pct": 20}``).
+    ``device_spec``: the device whose peaks the op roofline uses (a ``DeviceSpec``, a name from
+    ``analyzers.perf.DEVICES`` or a TOML file); by default detected from the trace.
     """
     from neuron_explorer.analyzers.rules import all_rules, run_rules
 
@@ -154,6 +178,7 @@ def analyze(
         launch_summary={},
         overlap=timed("overlap", overlap.comm_overlap, frames),
     )
+    a.op_perf, a.op_categories, a.perf_summary = timed("op_perf", perf.perf_tables, frames, device_spec)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
