@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
 from neuron_explorer.analyzers.perf import models
 from neuron_explorer.analyzers.perf.devices import DeviceSpec
-from neuron_explorer.analyzers.perf.shapes import parse_args
+from neuron_explorer.analyzers.perf.shapes import non_contiguous, parse_args
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import Kind
@@ -290,6 +290,10 @@ def _apply_models(out: pd.DataFrame, frames: TraceFrames, kernel_category: pd.Se
         data.append(m.bytes if m else np.nan)
         dtype.append(m.dtype if m else None)
         matrix.append(bool(m.matrix) if m else False)
+        if m is not None and parsed is not None:
+            strided = non_contiguous(parsed, m.matrix)
+            if strided:
+                m.params["non_contiguous"] = strided
         params.append(_compact(m.params) if m else None)
     out["shapes"] = shapes_txt
     out["dtypes"] = dtypes_txt

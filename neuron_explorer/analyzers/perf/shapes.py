@@ -201,3 +201,25 @@ def is_transposed(stride: Sequence[int] | None, shape: Sequence[int] | None) -> 
     if not stride or not shape or len(stride) < 2:
         return False
     return stride[-1] != 1 and shape[-1] > 1
+
+
+def non_contiguous(a: OpArgs, matrix: bool) -> list[int]:
+    """Tensor arguments whose strides are not the contiguous (row-major) ones, ignoring
+    size-1 dimensions. For matrix operands a plain transpose of the last two dimensions is
+    free (BLAS takes either order), so only operands with neither of them unit-stride count."""
+    out = []
+    for i in a.tensors():
+        shape, stride = a.shape(i), a.stride(i)
+        if not shape or not stride or len(shape) != len(stride):
+            continue
+        if matrix:
+            if len(shape) >= 2 and stride[-1] != 1 and stride[-2] != 1 and shape[-1] > 1 and shape[-2] > 1:
+                out.append(i)
+            continue
+        expected = 1
+        for size, st in zip(reversed(shape), reversed(stride)):
+            if size != 1 and st != expected:
+                out.append(i)
+                break
+            expected *= size
+    return out
