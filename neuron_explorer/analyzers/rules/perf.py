@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.finding import Finding, metric
@@ -138,6 +139,15 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
     if t["pct_of_peak"].isna().all():
         raise RuleSkipped("needs a device spec: the trace's device is not in the table (use --device-spec)")
     spec = _spec(ctx)
+    pct = t["pct_of_peak"].to_numpy(dtype=float).copy()
+    # an fp32 GEMM/conv may sit at its fp32 roof while the matrix units the device has for
+    # bf16/fp16 stay idle: judge it against the roof of the dtype it could run in
+    low = _low_precision(spec)
+    if spec is not None and spec.supports(low):
+        fp32 = (t["compute_dtype"] == "fp32").to_numpy() & t["category"].isin(_MATRIX).to_numpy()
+        lp_peak = spec.peak_flops(low, matrix=True) or float("nan")
+        pct = np.where(fp32, 100.0 * t["tflops_per_s"].to_numpy(dtype=float) * 1e12 / lp_peak, pct)
+    t = t.assign(pct_of_peak=pct)
     slow = t[
         (t["device_time_pct"] >= ctx.threshold("min_share_pct")) & (t["pct_of_peak"] < ctx.threshold("max_pct_of_peak"))
     ]
@@ -149,6 +159,9 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
         cause, fix = likely_cause(row, spec, n_chain)
         kernel_ns = row["kernel_time_us"] * 1e3
         where = f" at {row['src_file']}:{row['src_line']}" if row["src_line"] >= 0 else ""
+        roof = row["bound"]
+        if row["compute_dtype"] == "fp32" and row["category"] in _MATRIX and spec is not None and spec.supports(low):
+            roof = f"{low} matrix"
         lines = (
             [{"file": row["src_file"], "line": int(row["src_line"]), "func": None, "ns": int(kernel_ns)}]
             if row["src_line"] >= 0
@@ -156,11 +169,11 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
         )
         out.append(
             ctx.finding(
-                title=f"{row['name']} {row['shapes']} at {row['pct_of_peak']:.0f}% of its {row['bound']} roof",
+                title=f"{row['name']} {row['shapes']} at {row['pct_of_peak']:.0f}% of its {roof} roof",
                 message=(
                     f"{row['name']} ({row['dtypes']}){where} ran {row['count']} times for {ms(kernel_ns)} "
                     f"({row['device_time_pct']:.1f}% of device time) at {row['tflops_per_s']:.2f} TFLOP/s and "
-                    f"{row['tb_per_s']:.2f} TB/s: {row['pct_of_peak']:.0f}% of its {row['bound']}-bound roof. "
+                    f"{row['tb_per_s']:.2f} TB/s: {row['pct_of_peak']:.0f}% of its {roof} roof. "
                     f"Likely cause: {cause}."
                 ),
                 metrics={
