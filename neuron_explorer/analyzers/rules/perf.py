@@ -169,9 +169,9 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
         )
         out.append(
             ctx.finding(
-                title=f"{row['name']} {row['shapes']} at {row['pct_of_peak']:.0f}% of its {roof} roof",
+                title=f"{row['name']} {short_shapes(row['shapes'])} at {row['pct_of_peak']:.0f}% of its {roof} roof",
                 message=(
-                    f"{row['name']} ({row['dtypes']}){where} ran {row['count']} times for {ms(kernel_ns)} "
+                    f"{row['name']} {short_shapes(row['shapes'])} ({short_dtypes(row['dtypes'])}){where} ran {row['count']} times for {ms(kernel_ns)} "
                     f"({row['device_time_pct']:.1f}% of device time) at {row['tflops_per_s']:.2f} TFLOP/s and "
                     f"{row['tb_per_s']:.2f} TB/s: {row['pct_of_peak']:.0f}% of its {roof} roof. "
                     f"Likely cause: {cause}."
@@ -190,6 +190,21 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
             )
         )
     return out
+
+
+def short_shapes(text: Any) -> str:
+    """``[[8944,1024],[1024,2816],[],[]]`` -> ``[8944,1024] x [1024,2816]`` (tensor args only)."""
+    dims = [d for d in _dims(text) if d]
+    return " x ".join(json.dumps(d, separators=(",", ":")) for d in dims) or "[]"
+
+
+def short_dtypes(text: Any) -> str:
+    try:
+        types = json.loads(text) if isinstance(text, str) else []
+    except ValueError:
+        return ""
+    tensor = [t for t in types if t and t not in ("Scalar", "ScalarList", "TensorList", "GenericList")]
+    return ", ".join(dict.fromkeys(str(t).replace("c10::", "") for t in tensor))
 
 
 def _dims(text: Any) -> list[list[int] | None]:
@@ -259,7 +274,7 @@ def eager_attention(ctx: RuleContext) -> list[Finding]:
         ctx.finding(
             title=f"Eager attention: softmax + bmm take {share:.0f}% of device time",
             message=(
-                f"A softmax over attention scores {sm['shapes']}{where} and {len(gemm_rows)} batched matmul group(s) "
+                f"A softmax over attention scores {short_shapes(sm['shapes'])}{where} and {len(gemm_rows)} batched matmul group(s) "
                 f"with matching shapes ran for {ms(ns)} ({share:.1f}% of device time): the full score matrix is "
                 "written to and read back from device memory."
             ),
