@@ -1,0 +1,87 @@
+"""The performance models in the HTML report, the metrics export and the MCP tool."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from functools import cache
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+import neuron_explorer as ne
+from neuron_explorer.analyzers import analyze
+from neuron_explorer.reports.html import build_report_data, render_html
+from tests.unit.perf_trace import Op, trace_of
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "kineto" / "tracelens"
+PAYLOAD = "</script><img src=x onerror=alert(1)>"
+
+
+@cache
+def qwen():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = ne.load(DATA / "qwen_h100.json.gz")
+    return t, analyze(t)
+
+
+def test_roofline_figure_places_each_modelled_group_under_the_device_roofs():
+    t, a = qwen()
+    fig = build_report_data(t, a)["figures"]["roofline"]
+    points = [d for d in fig["data"] if d["mode"] == "markers"]
+    roofs = [d for d in fig["data"] if d["mode"] == "lines"]
+    modelled = a.op_perf[(a.op_perf["flops_per_byte"] > 0) & (a.op_perf["tflops_per_s"] > 0)]
+    assert sum(len(p["x"]) for p in points) == len(modelled)
+    gemm = next(p for p in points if p["name"] == "GEMM")
+    assert max(gemm["y"]) == round(float(modelled["tflops_per_s"].max()), 6)
+    assert any("bf16 matrix roof (989.4 TFLOP/s, 3.35 TB/s)" in r["name"] for r in roofs)
+    bf16 = next(r for r in roofs if "bf16" in r["name"])
+    assert max(bf16["y"]) <= 989.4  # a roof never exceeds the peak
+    assert fig["layout"]["xaxis"]["type"] == "log"
+
+
+def test_category_bars_and_op_perf_table_match_the_analysis():
+    t, a = qwen()
+    data = build_report_data(t, a)
+    cats = data["figures"]["op_categories"]
+    total = [m + n for m, n in zip(cats["data"][0]["x"], cats["data"][1]["x"])]
+    assert abs(sum(total) - a.op_categories["kernel_time_us"].sum() / 1e3) < 0.01
+    table = data["tables"]["op_perf"]
+    assert table["total_rows"] == len(a.op_perf)
+    assert table["rows"]["name"][0] == a.op_perf["name"].iloc[0]
+    assert table["rows"]["kernel_ns"][0] == int(a.op_perf["kernel_time_us"].iloc[0] * 1e3)
+
+
+def test_op_names_in_the_roofline_are_escaped():
+    t = trace_of([Op("aten::mm", [[256, 256], [256, 256]], ["float", "float"])])
+    a = analyze(t)
+    # a hand-made op name and source file carrying markup (the models only know real op names)
+    a.op_perf.loc[0, ["name", "shapes", "src_file"]] = [f"aten::mm{PAYLOAD}", PAYLOAD, PAYLOAD]
+    data = build_report_data(t, a)
+    assert data["figures"]["roofline"]["data"][0]["hovertext"][0].count("<img") == 0
+    page = render_html(data)
+    assert PAYLOAD not in page
+    assert "<img src=x" not in page
+
+
+def test_empty_trace_report_says_why_there_is_no_roofline():
+    t = trace_of([Op("aten::mm", [[8, 8], [8, 8]], ["float", "float"], kernel_ns=0)])
+    data = build_report_data(t, analyze(t))
+    assert data["figures"]["roofline"] is None
+    assert data["tables"]["op_perf"]["total_rows"] == 0
+
+
+def test_metrics_export_has_op_perf_with_described_fields(tmp_path):
+    from neuron_explorer.reports.metrics_parquet import write_metrics
+
+    _, a = qwen()
+    out = write_metrics(a, tmp_path / "m")
+    op_perf = pq.read_table(out / "op_perf.parquet")
+    assert op_perf.num_rows == len(a.op_perf)
+    assert {"gflops", "tflops_per_s", "bound", "pct_of_peak", "src_line"} <= set(op_perf.column_names)
+    fields = pq.read_table(out / "fields.parquet").to_pylist()
+    described = {(f["table"], f["field"]): f for f in fields}
+    assert described[("op_perf", "data_moved_mb")]["unit"] == "MiB"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["perf_summary"]["device"]["name"] == "H100-SXM"
