@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
@@ -85,3 +86,21 @@ def test_metrics_export_has_op_perf_with_described_fields(tmp_path):
     assert described[("op_perf", "data_moved_mb")]["unit"] == "MiB"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["perf_summary"]["device"]["name"] == "H100-SXM"
+
+
+def test_mcp_op_perf_tool_answers_with_the_analysis_rows_and_the_device():
+    from neuron_explorer.agents import views
+    from neuron_explorer.agents.catalog import TraceCatalog
+    from neuron_explorer.agents.views import ToolInputError
+
+    catalog = TraceCatalog.open([DATA / "qwen_mi300.json.gz"])
+    served = catalog.get(None)
+    answer = views.op_perf(served, limit=3, sort_by="tflops_per_s", category="gemm")
+    a = served.analysis()
+    gemm = a.op_perf[a.op_perf["category"] == "gemm"]
+    assert answer["total_rows"] == len(gemm)
+    assert answer["rows"][0]["tflops_per_s"] == gemm["tflops_per_s"].max()
+    assert answer["perf_summary"]["device"]["name"] == "MI300X"
+    assert {c["category"] for c in answer["categories"]} >= {"gemm", "attention", "elementwise"}
+    with pytest.raises(ToolInputError, match="categories here"):
+        views.op_perf(served, category="conv")

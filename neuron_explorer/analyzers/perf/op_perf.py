@@ -58,7 +58,11 @@ CAT_INDEX = {c: i for i, c in enumerate(models.CATEGORIES)}
 
 
 def empty_op_perf() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="object") for c in OP_PERF_COLUMNS})
+    text = {"name", "category", "shapes", "dtypes", "bound", "compute_dtype", "params", "src_file"}
+    ints = {"count", "src_line"}
+    return pd.DataFrame(
+        {c: pd.Series(dtype="object" if c in text else "int64" if c in ints else "float64") for c in OP_PERF_COLUMNS}
+    )
 
 
 def _owners(frames: TraceFrames) -> np.ndarray:
