@@ -104,3 +104,40 @@ def test_mcp_op_perf_tool_answers_with_the_analysis_rows_and_the_device():
     assert {c["category"] for c in answer["categories"]} >= {"gemm", "attention", "elementwise"}
     with pytest.raises(ToolInputError, match="categories here"):
         views.op_perf(served, category="conv")
+
+
+async def test_tui_roofline_view_lists_op_groups_with_their_share_of_the_roof():
+    from textual.widgets import Input
+
+    from neuron_explorer.tui.app import ExplorerApp
+    from neuron_explorer.tui.data import TraceSource
+    from neuron_explorer.tui.views.perf import PerfScreen
+    from neuron_explorer.tui.widgets import SnapshotTable
+
+    t = trace_of(
+        [
+            Op("aten::mm", [[4096, 4096], [4096, 4096]], ["c10::BFloat16"] * 2, kernel_ns=400_000),
+            Op("aten::add", [[4096, 4096], [4096, 4096], []], ["c10::BFloat16"] * 2 + ["Scalar"], kernel_ns=50_000),
+        ]
+    )
+    a = analyze(t)
+    app = ExplorerApp(TraceSource(t, name="perf", analyzer=lambda trace: a))
+    async with app.run_test(size=(140, 40)) as pilot:
+        for _ in range(3):
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+        await pilot.press("p")
+        await pilot.pause()
+        assert isinstance(app.screen, PerfScreen)
+        text = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+        assert "H100-SXM" in text and "aten::mm" in text and "compute" in text and "memory" in text
+        mm = a.op_perf.set_index("name").loc["aten::mm"]
+        assert f"{mm['pct_of_peak']:.1f}%" in text
+        table = app.screen.query_one(SnapshotTable)
+        assert table.row_count == 2
+        await pilot.press("slash", "a", "d", "d")
+        await pilot.pause()
+        assert app.screen.query_one(Input).value == "add" and table.row_count == 1
+        await pilot.press("enter", "escape")  # back to the table, then close the view
+        await pilot.pause()
+        assert not isinstance(app.screen, PerfScreen)
