@@ -301,3 +301,22 @@ def test_json_document_has_the_op_perf_table_with_its_documented_keys():
     assert row["shapes"] == "[[512,512],[512,512]]"
     assert doc["perf_summary"]["device"]["name"] == "H100-SXM"
     assert doc["tables"]["op_categories"][0]["category"] == "gemm"
+
+
+def test_trainium_mfu_hfu_from_the_summary_and_mbu_from_hbm_bytes(tmp_path):
+    import warnings
+
+    from neuron_explorer.collectors.neuron import import_neuron_profile, synth
+
+    synth.write_parquet_export(tmp_path / "p", synth.SynthSpec(bottleneck="dma"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = import_neuron_profile(tmp_path / "p")
+    s = analyze(trace, rules=["perf"]).perf_summary
+    assert s["device"]["name"] == "Trainium1"  # from the instance type trn1.32xlarge
+    m = trace.metadata["neuron"]["devices"][0]["metrics"]
+    bw = trace.metadata["device_properties"][0]["hbm_ddr_bandwidth_bytes_per_s"]
+    (core,) = s["neuron"]
+    assert core["mfu_pct"] == m["mfu_estimated_pct"] and core["hfu_pct"] == m["hfu_estimated_pct"]
+    expected = 100 * (m["hbm_read_bytes"] + m["hbm_write_bytes"]) / (m["total_time_ns"] / 1e9) / bw
+    assert core["mbu_pct"] == pytest.approx(expected)
