@@ -42,7 +42,7 @@ def test_bmm_baddbmm_linear_and_batched_matmul():
     assert m("aten::bmm", [[B, M, K], [B, K, N]], [F32, F32]).bytes == 4 * B * (M * K + K * N + M * N)
     bad = m("aten::baddbmm", [[B, M, N], [B, M, K], [B, K, N], [], []], [F32, F32, F32, "Scalar", "Scalar"])
     assert bad.flops == B * (2 * M * N * K + M * N)
-    assert bad.bytes == 4 * (B * (M * K + K * N + M * N) + B * M * N)
+    assert bad.bytes == 4 * B * (M * K + K * N + M * N + N)  # a bias row per batch, as TraceLens
     # linear(x[16, 559, 1024], W[2816, 1024], b[2816]) is one GEMM over the folded batch
     lin = m("aten::linear", [[16, 559, 1024], [2816, 1024], [2816]], [BF16, BF16, BF16])
     assert lin.flops == 2 * (16 * 559) * 2816 * 1024 + 16 * 559 * 2816
@@ -320,3 +320,15 @@ def test_trainium_mfu_hfu_from_the_summary_and_mbu_from_hbm_bytes(tmp_path):
     assert core["mfu_pct"] == m["mfu_estimated_pct"] and core["hfu_pct"] == m["hfu_estimated_pct"]
     expected = 100 * (m["hbm_read_bytes"] + m["hbm_write_bytes"]) / (m["total_time_ns"] / 1e9) / bw
     assert core["mbu_pct"] == pytest.approx(expected)
+
+
+def test_efficient_attention_backward_counts_no_recompute_as_tracelens():
+    B, H, N, d = 2, 8, 512, 64
+    q = [B, H, N, d]
+    bwd = m(
+        "aten::_scaled_dot_product_efficient_attention_backward",
+        [q, q, q, q, [], q, [B, H, N]] + [[]] * 6,
+        [BF16] * 4 + [""] + [BF16, F32] + ["Scalar"] * 6,
+        concrete=[""] * 11 + ["True"],
+    )
+    assert bwd.flops == 4 * 2 * B * H * N * N * d / 2  # four gradient GEMMs, causal

@@ -67,9 +67,10 @@ def gemm_model(op: str, a: OpArgs) -> OpModel | None:
         sa, sb = a.shape(off), a.shape(off + 1)
         if not sa or not sb or len(sa) != 3 or len(sb) != 3:
             return None
-        # baddbmm reads its addend C (any broadcastable shape) and adds it: M*N FLOPs a batch
-        c = a.shape(0) if op == "baddbmm" else None
-        return _gemm(a, off, off + 1, sa[0], sa[1], sb[2], sa[2], bias=float(numel(c)) if c is not None else 0.0)
+        # baddbmm adds C: M*N FLOPs a batch; its bytes count a bias row of N per batch, as
+        # TraceLens does (C is often a full (B, M, N) tensor: docs/perf.md)
+        bias = float(sa[0] * sb[2]) if op == "baddbmm" else 0.0
+        return _gemm(a, off, off + 1, sa[0], sa[1], sb[2], sa[2], bias=bias)
     if op == "linear":
         sx, sw = a.shape(0), a.shape(1)
         if not sx or not sw or len(sw) != 2:
@@ -100,7 +101,7 @@ _ATTENTION: dict[str, tuple[str, int, bool]] = {
     "_scaled_dot_product_flash_attention_for_cpu": ("bhnd", 4, False),
     "_scaled_dot_product_efficient_attention": ("bhnd", 6, False),
     "_scaled_dot_product_cudnn_attention": ("bhnd", 6, False),
-    "_scaled_dot_product_fused_attention_overrideable": ("bhnd", 6, False),
+    "_scaled_dot_product_fused_attention_overrideable": ("bhnd", 5, False),
     "_flash_attention_forward": ("bnhd", 8, False),
     "_efficient_attention_forward": ("bnhd", 9, False),
     "_scaled_dot_product_flash_attention_backward": ("bhnd", 11, True),
@@ -121,16 +122,17 @@ def attention_dims(layout: str, q: list[int], k: list[int], v: list[int]) -> dic
     return {"B": q[0], "N_Q": q[1], "H_Q": q[2], "d_h_qk": q[3], "N_KV": k[1], "H_KV": k[2], "d_h_v": v[3]}
 
 
-def attention_flops(d: dict[str, int], causal: bool, backward: bool) -> float:
+def attention_flops(d: dict[str, int], causal: bool, backward: bool, recompute: bool = True) -> float:
     """Forward: ``Q K^T`` and ``P V`` (softmax left out, as flash-attention's benchmark does);
-    backward: the recomputed ``Q K^T`` plus the four gradient GEMMs (dV, dP, dQ, dK) and the
-    GQA head reductions. Causal halves it when the query and key lengths are equal."""
+    backward: the four gradient GEMMs (dV, dP, dQ, dK), the GQA head reductions and, for the
+    flash kernels (``recompute``), the recomputed ``Q K^T``. Causal halves it when the query
+    and key lengths are equal."""
     b, hq, nq, nkv, dqk, dv, hkv = d["B"], d["H_Q"], d["N_Q"], d["N_KV"], d["d_h_qk"], d["d_h_v"], d["H_KV"]
     qk = b * hq * 2.0 * nq * nkv * dqk
     pv = b * hq * 2.0 * nq * nkv * dv
     if backward:
         gqa = (hq // max(hkv, 1) - 1) * b * nkv * (dv + dqk)
-        total = qk + pv + pv + qk + qk + gqa
+        total = pv + pv + qk + qk + gqa + (qk if recompute else 0.0)
     else:
         total = qk + pv
     if causal and nq == nkv:
@@ -157,8 +159,11 @@ def attention_model(op: str, a: OpArgs) -> OpModel | None:
     elems = b * nq * hq * dqk + b * nkv * hkv * dqk + b * nkv * hkv * dv + b * nq * hq * dv  # Q, K, V, O
     if backward:  # Q K V dO read (dO is O's size), dQ dK dV written; TraceLens leaves O and LSE out
         elems += b * nq * hq * dqk + b * nkv * hkv * (dqk + dv)
+    # TraceLens counts the recomputed Q K^T for the flash kernels only (its flash_impl flag)
+    recompute = "flash" in op
     params = {**d, "causal": causal, "backward": backward}
-    return OpModel("attention", attention_flops(d, causal, backward), elems * bpe, a.dtype(first), True, params)
+    flops = attention_flops(d, causal, backward, recompute)
+    return OpModel("attention", flops, elems * bpe, a.dtype(first), True, params)
 
 
 # ---------------------------------------------------------------------------- convolution
