@@ -332,3 +332,28 @@ def test_efficient_attention_backward_counts_no_recompute_as_tracelens():
         concrete=[""] * 11 + ["True"],
     )
     assert bwd.flops == 4 * 2 * B * H * N * N * d / 2  # four gradient GEMMs, causal
+
+
+def test_concrete_inputs_are_read_from_the_file_when_analyze_loaded_only_its_columns(tmp_path):
+    from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
+    from neuron_explorer.trace.model import Trace
+
+    q = [2, 8, 256, 64]
+    ops = [
+        Op(
+            "aten::_scaled_dot_product_flash_attention",
+            [q, q, q, [], [], [], []],
+            [BF16] * 3 + ["Scalar"] * 4,
+            concrete=["", "", "", "0.", "True", "False", "0.125"],
+            kernel_ns=30_000,
+        ),
+        Op("aten::mm", [[512, 512], [512, 512]], [BF16, BF16]),
+    ]
+    path = trace_of(ops).write(tmp_path / "t.parquet")
+    slim = Trace.read(path, columns=ANALYSIS_COLUMNS)
+    assert "args" not in slim.events.column_names
+    t = analyze(slim).op_perf.set_index("name")
+    assert json.loads(t.loc["aten::_scaled_dot_product_flash_attention", "params"])["causal"] is True
+    assert t.loc["aten::_scaled_dot_product_flash_attention", "gflops"] == pytest.approx(
+        sdpa_flops(2, 8, 256, 256, 64, True) / 1e9
+    )

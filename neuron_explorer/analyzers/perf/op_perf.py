@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
 from neuron_explorer.analyzers.perf import models
 from neuron_explorer.analyzers.perf.devices import DeviceSpec
 from neuron_explorer.analyzers.perf.shapes import non_contiguous, parse_args
-from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import Kind
 
@@ -114,21 +114,29 @@ def _shape_rows(trace: Trace) -> pa.Table | None:
 def _args_of(trace: Trace, rows: np.ndarray) -> list[str | None]:
     """The raw ``args`` JSON of the given events-table rows: from the loaded table, else read
     from the trace file (``analyze`` loads only the columns it needs; the models need strides
-    and concrete inputs of a few hundred representative calls)."""
+    and concrete inputs of a few hundred representative calls, so only the row groups that
+    hold them are read)."""
     if not len(rows):
         return []
     if "args" in trace.events.column_names:
-        col = trace.events["args"]
-    elif trace.path is not None and trace.path.exists() and trace.path.suffix != ".json":
-        try:
-            col = Trace.read(trace.path, columns=["args"]).events["args"]
-        except NeuronExplorerError:  # a trace we cannot re-read just has no concrete inputs
-            return [None] * len(rows)
-        if len(col) != trace.events.num_rows:
-            return [None] * len(rows)
-    else:
+        return trace.events["args"].take(pa.array(rows, pa.int64())).to_pylist()
+    path = trace.path
+    if path is None or not path.is_file() or path.suffix not in (".parquet", ".pq"):
         return [None] * len(rows)
-    return col.take(pa.array(rows, pa.int64())).to_pylist()
+    try:
+        with pq.ParquetFile(path) as pf:
+            if pf.metadata.num_rows != trace.events.num_rows or "args" not in pf.schema_arrow.names:
+                return [None] * len(rows)
+            bounds = np.cumsum([0] + [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])
+            groups = np.unique(np.searchsorted(bounds, rows, side="right") - 1)
+            col = pf.read_row_groups([int(g) for g in groups], columns=["args"])["args"]
+    except (OSError, pa.ArrowInvalid):  # a file we cannot re-read just gives no concrete inputs
+        return [None] * len(rows)
+    # rows -> positions in the concatenation of the row groups read
+    offsets = np.cumsum([0] + [int(bounds[g + 1] - bounds[g]) for g in groups])
+    g_of = np.searchsorted(bounds, rows, side="right") - 1
+    local = rows - bounds[g_of] + offsets[np.searchsorted(groups, g_of)]
+    return col.take(pa.array(local, pa.int64())).to_pylist()
 
 
 def op_perf(frames: TraceFrames, spec: DeviceSpec | None) -> tuple[pd.DataFrame, pd.DataFrame]:
