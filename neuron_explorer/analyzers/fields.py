@@ -133,7 +133,10 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "tflops_per_s": ("TFLOP/s", "Achieved: gflops * count / kernel time."),
         "tb_per_s": ("TB/s", "Achieved: data moved * count / kernel time (10^12 bytes/s)."),
         "flops_per_byte": ("FLOP/byte", "Arithmetic intensity: FLOPs / bytes of one call."),
-        "bound": ("", "Roofline bound: compute when the intensity is at or above the device's ridge point, else memory."),
+        "bound": (
+            "",
+            "Roofline bound: compute when the intensity is at or above the device's ridge point, else memory.",
+        ),
         "pct_of_peak": ("%", "Achieved share of the bound's roof (peak FLOP/s or bandwidth), 0-100."),
         "peak_tflops_per_s": ("TFLOP/s", "Device peak for the group's compute dtype on the units it runs on."),
         "compute_dtype": ("", "Dtype the math runs in: fp64, fp32, bf16, fp16, fp8, ..."),

@@ -223,3 +223,23 @@ def non_contiguous(a: OpArgs, matrix: bool) -> list[int]:
                 break
             expected *= size
     return out
+
+
+def short_shapes(shapes_json: Any) -> str:
+    """``[[8944,1024],[1024,2816],[],[]]`` -> ``[8944,1024] x [1024,2816]`` (tensor args only)."""
+    try:
+        shapes = json.loads(shapes_json) if isinstance(shapes_json, str) else []
+    except ValueError:
+        return str(shapes_json)
+    dims = [s for s in shapes if isinstance(s, list) and s and all(isinstance(x, int) for x in s)]
+    return " x ".join(json.dumps(d, separators=(",", ":")) for d in dims) or "[]"
+
+
+def short_dtypes(types_json: Any) -> str:
+    """``["c10::BFloat16","c10::BFloat16","Scalar"]`` -> ``BFloat16`` (tensor dtypes, once each)."""
+    try:
+        types = json.loads(types_json) if isinstance(types_json, str) else []
+    except ValueError:
+        return ""
+    tensor = [t for t in types if canonical_dtype(str(t))]
+    return ", ".join(dict.fromkeys(str(t).replace("c10::", "") for t in tensor))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.perf.devices import DeviceSpec, lookup
+from neuron_explorer.analyzers.perf.shapes import short_dtypes, short_shapes
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -190,21 +191,6 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
             )
         )
     return out
-
-
-def short_shapes(text: Any) -> str:
-    """``[[8944,1024],[1024,2816],[],[]]`` -> ``[8944,1024] x [1024,2816]`` (tensor args only)."""
-    dims = [d for d in _dims(text) if d]
-    return " x ".join(json.dumps(d, separators=(",", ":")) for d in dims) or "[]"
-
-
-def short_dtypes(text: Any) -> str:
-    try:
-        types = json.loads(text) if isinstance(text, str) else []
-    except ValueError:
-        return ""
-    tensor = [t for t in types if t and t not in ("Scalar", "ScalarList", "TensorList", "GenericList")]
-    return ", ".join(dict.fromkeys(str(t).replace("c10::", "") for t in tensor))
 
 
 def _dims(text: Any) -> list[list[int] | None]:
