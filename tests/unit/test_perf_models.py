@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 
 from neuron_explorer.analyzers import analyze
@@ -357,3 +358,26 @@ def test_concrete_inputs_are_read_from_the_file_when_analyze_loaded_only_its_col
     assert t.loc["aten::_scaled_dot_product_flash_attention", "gflops"] == pytest.approx(
         sdpa_flops(2, 8, 256, 256, 64, True) / 1e9
     )
+
+
+def test_a_run_directory_reads_the_concrete_inputs_of_every_rank(tmp_path):
+    from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
+    from neuron_explorer.trace.model import Trace
+
+    q = [1, 4, 128, 64]
+    sdpa = Op(
+        "aten::_scaled_dot_product_flash_attention",
+        [q, q, q, [], [], [], []],
+        [BF16] * 3 + ["Scalar"] * 4,
+        concrete=["", "", "", "0.", "True", "False", "0.125"],
+    )
+    for rank in (0, 1):
+        t = trace_of([sdpa])
+        t.metadata["rank"] = rank
+        t.events = t.events.set_column(1, "rank", pa.array([rank] * t.events.num_rows, pa.int32()))
+        (tmp_path / f"rank={rank}").mkdir()
+        t.write(tmp_path / f"rank={rank}" / "trace.parquet")
+    run = Trace.read(tmp_path, columns=ANALYSIS_COLUMNS)
+    row = analyze(run).op_perf.iloc[0]
+    assert row["count"] == 2
+    assert json.loads(row["params"])["causal"] is True

@@ -27,6 +27,7 @@ from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
 from neuron_explorer.analyzers.perf import models
 from neuron_explorer.analyzers.perf.devices import DeviceSpec
 from neuron_explorer.analyzers.perf.shapes import non_contiguous, parse_args
+from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import Kind
 
@@ -121,6 +122,14 @@ def _args_of(trace: Trace, rows: np.ndarray) -> list[str | None]:
     if "args" in trace.events.column_names:
         return trace.events["args"].take(pa.array(rows, pa.int64())).to_pylist()
     path = trace.path
+    if path is not None and path.is_dir():  # a run directory: the ranks' args, in read order
+        try:
+            col = Trace.read(path, columns=["args"]).events["args"]
+        except NeuronExplorerError:
+            return [None] * len(rows)
+        if len(col) != trace.events.num_rows:
+            return [None] * len(rows)
+        return col.take(pa.array(rows, pa.int64())).to_pylist()
     if path is None or not path.is_file() or path.suffix not in (".parquet", ".pq"):
         return [None] * len(rows)
     try:
