@@ -147,6 +147,9 @@ def test_binary_elementwise_reads_inputs_at_their_size_and_writes_the_broadcast_
 def test_copy_reads_the_source_dtype_and_writes_the_destination_dtype():
     r = m("aten::copy_", [[16, 559, 1024], [16, 559, 1024], []], [F32, BF16, "Scalar"])
     assert r.bytes == 16 * 559 * 1024 * (4 + 2)
+    # _to_copy(x: int64, dtype=6 (float)): 8 bytes read, 4 written per element
+    t = m("aten::_to_copy", [[1, 1, 559], [], [], [], [], [], []], [I64, "Scalar"] + [""] * 5, ["", "6"])
+    assert t.bytes == 559 * (8 + 4)
 
 
 def test_reduction_softmax_norm_embedding():

@@ -51,11 +51,10 @@ def gemm_model(op: str, a: OpArgs) -> OpModel | None:
             return None
         out_bpe = None
         if op == "_scaled_mm":
-            out_bpe = 2.0  # the scaled GEMMs write bf16/fp16 unless out_dtype says otherwise
-            for i in range(4, len(a.types)):
-                v = a.value(i)
-                if v and v.isdigit():
-                    out_bpe = bytes_per_element(SCALAR_TYPE_CODES.get(v)) or out_bpe
+            out_bpe = 2.0  # the scaled GEMMs write bf16/fp16 unless out_dtype (argument 6) says otherwise
+            code = a.value(6)
+            if code and code.isdigit():
+                out_bpe = bytes_per_element(SCALAR_TYPE_CODES.get(code)) or out_bpe
         return _gemm(a, 0, 1, 1, sa[0], sb[1], sa[1], out_bpe=out_bpe)
     if op == "addmm":
         sa, sb = a.shape(1), a.shape(2)

@@ -9,7 +9,14 @@ reductions, and small per-element constants for softmax and the norms (docs/rule
 from __future__ import annotations
 
 from neuron_explorer.analyzers.perf.models_dense import OpModel
-from neuron_explorer.analyzers.perf.shapes import OpArgs, broadcast, bytes_per_element, canonical_dtype, numel
+from neuron_explorer.analyzers.perf.shapes import (
+    SCALAR_TYPE_CODES,
+    OpArgs,
+    broadcast,
+    bytes_per_element,
+    canonical_dtype,
+    numel,
+)
 
 UNARY = frozenset(
     [
@@ -200,7 +207,11 @@ def elementwise_model(op: str, a: OpArgs) -> OpModel | None:
         # copy_(self, src): read src, write self; clone / _to_copy: read self, write a copy
         if op == "copy_" and len(tensors) >= 2:
             return _vector("elementwise", numel(s0), numel(s0) * (b0 + (a.bpe(tensors[1]) or b0)), a.dtype(i0))
-        return _vector("elementwise", numel(s0), 2 * numel(s0) * b0, a.dtype(i0))
+        out_bpe = b0
+        if op == "_to_copy":  # _to_copy(self, dtype=...): the dtype as a ScalarType code
+            code = a.value(1)
+            out_bpe = (bytes_per_element(SCALAR_TYPE_CODES.get(code)) if code and code.isdigit() else None) or b0
+        return _vector("elementwise", numel(s0), numel(s0) * (b0 + out_bpe), a.dtype(i0))
     if op in FILL:
         return _vector("elementwise", 0, numel(s0) * b0, a.dtype(i0))
     if op in UNARY or (op not in BINARY and len(tensors) == 1):
