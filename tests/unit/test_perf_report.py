@@ -141,3 +141,21 @@ async def test_tui_roofline_view_lists_op_groups_with_their_share_of_the_roof():
         await pilot.press("enter", "escape")  # back to the table, then close the view
         await pilot.pause()
         assert not isinstance(app.screen, PerfScreen)
+
+
+def test_cli_device_spec_override_by_name_and_toml_and_a_clear_error(tmp_path):
+    from tests.conftest import run_cli
+
+    trace = tmp_path / "t.parquet"
+    trace_of([Op("aten::mm", [[2048, 2048], [2048, 2048]], ["c10::BFloat16"] * 2, kernel_ns=100_000)]).write(trace)
+    spec = tmp_path / "gpu.toml"
+    spec.write_text('name = "Lab GPU"\nmem_bw_tb_per_s = 1.0\n[matrix_tflops]\nbf16 = 200\n')
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for value, name, peak in (("MI325X", "MI325X", 1307.4), (str(spec), "Lab GPU", 200.0)):
+        r = run_cli("analyze", str(trace), "--format", "json", "--rules", "perf", "--device-spec", value, env=env)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["perf_summary"]["device"]["name"] == name
+        assert doc["tables"]["op_perf"][0]["peak_tflops_per_s"] == peak
+    bad = run_cli("analyze", str(trace), "--device-spec", "H900", env=env)
+    assert bad.returncode == 3 and "unknown device 'H900'" in bad.stderr and "Traceback" not in bad.stderr
