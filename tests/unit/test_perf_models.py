@@ -159,10 +159,15 @@ def test_reduction_softmax_norm_embedding():
     sm = m("aten::_softmax", [[8, 16, 512, 512], [], []], [BF16, "Scalar", "Scalar"])
     assert (sm.flops, sm.bytes) == (3 * 8 * 16 * 512 * 512, 2 * 2 * 8 * 16 * 512 * 512)
     ln = m(
-        "aten::native_layer_norm", [[8, 512, 1024], [], [1024], [1024], []], [BF16, "ScalarList", BF16, BF16, "Scalar"]
+        "aten::native_layer_norm",
+        [[8, 512, 1024], [], [1024], [1024], []],
+        [BF16, "ScalarList", BF16, BF16, "Scalar"],
+        ["", "[1024]", "", "", "1e-05"],
     )
+    n, c = 8 * 512 * 1024, 1024
     assert ln.category == "norm"
-    assert ln.bytes == 2 * (2 * 8 * 512 * 1024 + 2 * 1024)
+    assert ln.flops == 5 * n + 6 * c  # mean/var (3 per element), scale-shift (2), per-channel terms
+    assert ln.bytes == 2 * (2 * n + 6 * c)  # x, y; mean, var, weight, bias, running stats
     emb = m("aten::embedding", [[151936, 1024], [16, 559], [], [], []], [BF16, I64, "Scalar", "Scalar", "Scalar"])
     assert emb.bytes == 2 * 2 * 16 * 559 * 1024 + 8 * 16 * 559
 
@@ -384,3 +389,72 @@ def test_a_run_directory_reads_the_concrete_inputs_of_every_rank(tmp_path):
     row = analyze(run).op_perf.iloc[0]
     assert row["count"] == 2
     assert json.loads(row["params"])["causal"] is True
+
+
+# Rows of TraceLens perf reports of other real traces (AMD-AGI/TraceLens tests/traces/h100/
+# <model>_perf_report_csvs/<sheet>.csv, MIT): the op's recorded arguments and TraceLens's
+# GFLOPS_first and "Data Moved (MB)_first" (MiB). Our model must agree within 1%.
+TRACELENS_ROWS = [
+    (  # gaunernst_bert-small-uncased SDPA_fwd.csv
+        "aten::_scaled_dot_product_flash_attention",
+        [[1, 8, 141, 64], [1, 8, 141, 64], [1, 8, 141, 64], [], [], [], []],
+        [BF16, BF16, BF16, "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "0.", "False", "False", "0.125"],
+        0.040716288,
+        0.55078125,
+    ),
+    (  # the same call's inner op, in the flash kernel's (B, N, H, d) layout
+        "aten::_flash_attention_forward",
+        [[1, 141, 8, 64], [1, 141, 8, 64], [1, 141, 8, 64]] + [[]] * 12,
+        [BF16, BF16, BF16, "", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", "", "", "", ""],
+        ["", "", "", "", "", "141", "141", "0.", "False", "False", "0.125", "", "", "", ""],
+        0.040716288,
+        0.55078125,
+    ),
+    (  # Falconsai_nsfw_image_detection CONV_fwd.csv: ViT patch embedding, stride 16, with bias
+        "aten::convolution",
+        [[4, 3, 224, 224], [768, 3, 16, 16], [768], [], [], [], [], [], []],
+        [BF16, BF16, BF16, "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+        ["", "", "", "[16, 16]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"],
+        0.924844032,
+        3.421875,
+    ),
+    (  # Falconsai_nsfw_image_detection Normalization.csv
+        "aten::layer_norm",
+        [[4, 197, 768], [], [768], [768], [], []],
+        [BF16, "ScalarList", BF16, BF16, "Scalar", "Scalar"],
+        ["", "[768]", "", "", "9.9999999999999998e-13", "True"],
+        0.003030528,
+        2.3173828125,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "shapes", "types", "concrete", "gflops", "mib"), TRACELENS_ROWS)
+def test_models_agree_with_tracelens_rows_of_other_real_traces(name, shapes, types, concrete, gflops, mib):
+    r = m(name, shapes, types, concrete)
+    assert r.flops / 1e9 == pytest.approx(gflops, rel=0.01)
+    assert r.bytes / 2**20 == pytest.approx(mib, rel=0.01)
+
+
+def test_rms_norm_and_batch_norm_in_inference():
+    n, c = 4 * 1024 * 4096, 4096
+    rms = m(
+        "aten::_fused_rms_norm",
+        [[4, 1024, 4096], [], [4096], []],
+        [BF16, "ScalarList", BF16, "Scalar"],
+        ["", "[4096]", "", "1e-06"],
+    )
+    assert rms.flops == (n / c) * (2 * c + 2) + 2 * n
+    assert rms.bytes == 2 * (2 * n + c)
+    x = [8, 64, 56, 56]
+    bn = m(
+        "aten::cudnn_batch_norm",
+        [x, [64], [64], [64], [64], [], [], []],
+        [BF16, F32, F32, F32, F32, "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "", "", "False", "0.1", "1e-05"],
+    )
+    nb = 8 * 64 * 56 * 56
+    assert bn.params["training"] is False
+    assert bn.flops == 6 * 64 + 2 * nb  # running statistics: no mean/var pass
+    assert bn.bytes == 2 * (2 * nb + 4 * 64)  # x, y; mean, var, weight, bias

@@ -21,6 +21,7 @@ from neuron_explorer.analyzers.perf.models_dense import (
     conv_model,
     gemm_model,
 )
+from neuron_explorer.analyzers.perf.models_norm import NORM_OPS, norm_model
 from neuron_explorer.analyzers.perf.shapes import OpArgs
 
 #: Op categories of the op_perf table, in report order.
@@ -40,7 +41,7 @@ def _dispatch() -> dict[str, ModelFunc]:
         (mem.UNARY | mem.BINARY | mem.COPY | mem.FILL, mem.elementwise_model),
         (mem.REDUCE, mem.reduction_model),
         (mem.SOFTMAX | mem.SOFTMAX_BWD, mem.softmax_model),
-        (frozenset(mem.NORMS), mem.norm_model),
+        (NORM_OPS, norm_model),
         (mem.GATHER, mem.gather_model),
         (mem.CAT, mem.cat_model),
     ):
@@ -67,7 +68,7 @@ def model(name: str, args: OpArgs | None) -> OpModel | None:
     op = short_name(name)
     fn = _MODELS.get(op)
     if fn is None and _CUSTOM_NORM.search(op):
-        fn = mem.norm_model
+        fn = mem.custom_norm_model
     if fn is None:
         return None
     try:
@@ -107,7 +108,7 @@ def category_of(name: str) -> str | None:
         return "attention"
     if op in CONV_OPS:
         return "conv"
-    if op in mem.NORMS:
+    if op in NORM_OPS:
         return "norm"
     if op in mem.REDUCE or op in mem.SOFTMAX or op in mem.SOFTMAX_BWD:
         return "reduction"
@@ -129,9 +130,11 @@ ROLLUP_PRIORITY: dict[str, int] = {
     "aten::convolution_backward": 3,
     "aten::_convolution": 2,
     "aten::embedding_dense_backward": 3,
-    "aten::native_layer_norm_backward": 3,
-    "aten::native_group_norm_backward": 3,
-    "aten::native_batch_norm_backward": 3,
+    # norms own the layout copies and helper kernels they launch (TraceLens counts every
+    # descendant kernel of a norm op); the dispatched implementation wins over the wrapper
+    **{f"aten::{n}": 3 for n in NORM_OPS if n.startswith(("native_", "cudnn_", "miopen_", "_native", "_fused"))},
+    **{f"aten::{n}": 2 for n in ("layer_norm", "batch_norm", "group_norm", "instance_norm", "rms_norm")},
+    "aten::_batch_norm_impl_index": 2,
 }
 
 #: Kernel categories (``kernels.classify_name``) -> op categories, for kernels without an op.

@@ -3,7 +3,8 @@
 These ops are memory-bound on every accelerator, so what matters is the bytes: every input
 tensor read once and the output written once, as TraceLens counts them. FLOPs are one per
 output element for elementwise math (none for pure data movement), one per input element for
-reductions, and small per-element constants for softmax and the norms (docs/rules.md).
+reductions, and TraceLens's constants for softmax (docs/perf.md). The aten norms are in
+``models_norm``; custom fused norm kernels are here.
 """
 
 from __future__ import annotations
@@ -166,29 +167,6 @@ SOFTMAX = frozenset(["softmax", "_softmax", "log_softmax", "_log_softmax", "_saf
 SOFTMAX_BWD = frozenset(["_softmax_backward_data", "_log_softmax_backward_data"])
 GATHER = frozenset(["embedding", "index_select", "gather", "index", "embedding_dense_backward"])
 CAT = frozenset(["cat", "stack", "_cat"])
-#: Norm ops -> (FLOPs per element, backward?)
-NORMS = {
-    "layer_norm": (5, False),
-    "native_layer_norm": (5, False),
-    "native_layer_norm_backward": (10, True),
-    "rms_norm": (4, False),
-    "_fused_rms_norm": (4, False),
-    "_fused_rms_norm_backward": (8, True),
-    "group_norm": (5, False),
-    "native_group_norm": (5, False),
-    "native_group_norm_backward": (10, True),
-    "batch_norm": (5, False),
-    "native_batch_norm": (5, False),
-    "_native_batch_norm_legit": (5, False),
-    "_native_batch_norm_legit_no_training": (2, False),
-    "_batch_norm_impl_index": (5, False),
-    "cudnn_batch_norm": (5, False),
-    "miopen_batch_norm": (5, False),
-    "native_batch_norm_backward": (10, True),
-    "cudnn_batch_norm_backward": (10, True),
-    "miopen_batch_norm_backward": (10, True),
-    "instance_norm": (5, False),
-}
 
 
 def _vector(category: str, flops: float, data: float, dtype: str | None, **params: object) -> OpModel:
@@ -264,10 +242,10 @@ def softmax_model(op: str, a: OpArgs) -> OpModel | None:
     return _vector("reduction", 3 * numel(s), 2 * numel(s) * b, a.dtype(0), backward=False)
 
 
-def norm_model(op: str, a: OpArgs) -> OpModel | None:
-    """Normalization: read x (and dy in backward), write y (dx); read/write the per-channel
-    weight and bias. Custom fused ops (``_C::fused_add_rms_norm``) count every tensor once."""
-    per_elem, backward = NORMS.get(op, (4, "backward" in op))
+def custom_norm_model(op: str, a: OpArgs) -> OpModel | None:
+    """Custom fused norm kernels (``_C::rms_norm``, ``_C::fused_add_rms_norm``): the largest
+    tensor is x; every full-size tensor is read once and the first written back, the smaller
+    ones (the weight) read once; 4 FLOPs per element as an RMS norm with its weight."""
     tensors = a.tensors()
     if not tensors:
         return None
@@ -278,11 +256,7 @@ def norm_model(op: str, a: OpArgs) -> OpModel | None:
     n = numel(s)
     small = sum(a.nbytes(i) for i in tensors if numel(a.shape(i) or []) < n)
     same = sum(1 for i in tensors if numel(a.shape(i) or []) == n)
-    # aten norms: x (dy and x in backward) read, y (dx) written; custom fused kernels: each
-    # full-size tensor read once and the first written back
-    full_passes = (3 if backward else 2) if op in NORMS else same + 1
-    data = full_passes * n * b + small
-    return _vector("norm", per_elem * n, data, a.dtype(big), backward=backward)
+    return _vector("norm", 4 * n, (same + 1) * n * b + small, a.dtype(big))
 
 
 def gather_model(op: str, a: OpArgs) -> OpModel | None:
