@@ -458,3 +458,16 @@ def test_rms_norm_and_batch_norm_in_inference():
     assert bn.params["training"] is False
     assert bn.flops == 6 * 64 + 2 * nb  # running statistics: no mean/var pass
     assert bn.bytes == 2 * (2 * nb + 4 * 64)  # x, y; mean, var, weight, bias
+
+
+def test_flash_attn_package_ops_use_the_batch_seq_heads_layout():
+    B, N, H, d = 2, 2048, 16, 128
+    q = [B, N, H, d]
+    fwd = m(
+        "flash_attn::_flash_attn_forward",
+        [q, q, q, [], [], [], [], [], [], [], []],
+        [BF16] * 3 + ["Scalar"] * 8,
+        ["", "", "", "0.0", "0.088", "True", "-1", "-1", "0.0", "", "False"],
+    )
+    assert fwd.flops == sdpa_flops(B, H, N, N, d, True)
+    assert fwd.params["H_Q"] == H and fwd.params["N_Q"] == N

@@ -109,6 +109,9 @@ _ATTENTION: dict[str, tuple[str, int, bool]] = {
     "_scaled_dot_product_cudnn_attention_backward": ("bhnd", 14, True),
     "_flash_attention_backward": ("bnhd", 11, True),
     "_efficient_attention_backward": ("bnhd", 14, True),
+    # the flash-attn package's ops (FlashAttention-2): q, k, v as (batch, seq, heads, head_dim)
+    "flash_attn::_flash_attn_forward": ("bnhd", 5, False),
+    "flash_attn::_flash_attn_backward": ("bnhd", 11, True),
 }
 ATTENTION_OPS = frozenset(_ATTENTION)
 
