@@ -55,6 +55,8 @@ UNARY = frozenset(
         "clamp",
         "clamp_",
         "clamp_min",
+        "clamp_min_",
+        "clamp_max_",
         "clamp_max",
         "hardtanh",
         "leaky_relu",
@@ -132,7 +134,7 @@ BINARY = frozenset(
         "hypot",
     ]
 )
-COPY = frozenset(["copy_", "_to_copy", "clone", "contiguous", "_copy_from", "_copy_from_and_resize"])
+COPY = frozenset(["copy", "copy_", "_to_copy", "clone", "contiguous", "_copy_from", "_copy_from_and_resize"])
 FILL = frozenset(
     ["fill_", "zero_", "zeros_like", "ones_like", "full_like", "normal_", "uniform_", "random_", "bernoulli_"]
 )
@@ -183,7 +185,7 @@ def elementwise_model(op: str, a: OpArgs) -> OpModel | None:
         return None
     if op in COPY:
         # copy_(self, src): read src, write self; clone / _to_copy: read self, write a copy
-        if op == "copy_" and len(tensors) >= 2:
+        if op in ("copy", "copy_") and len(tensors) >= 2:
             return _vector("elementwise", numel(s0), numel(s0) * (b0 + (a.bpe(tensors[1]) or b0)), a.dtype(i0))
         out_bpe = b0
         if op == "_to_copy":  # _to_copy(self, dtype=...): the dtype as a ScalarType code
