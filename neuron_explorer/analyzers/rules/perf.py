@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.perf.devices import DeviceSpec, lookup
+from neuron_explorer.analyzers.perf.devices import DeviceSpec, lookup, spec_from_dict
 from neuron_explorer.analyzers.perf.shapes import short_dtypes, short_shapes
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
@@ -38,9 +38,7 @@ def _table(ctx: RuleContext) -> pd.DataFrame:
 def _spec(ctx: RuleContext) -> DeviceSpec | None:
     dev = (ctx.analysis.perf_summary or {}).get("device") or {}
     spec = lookup(str(dev.get("name") or ""))
-    if spec is None and dev:
-        from neuron_explorer.analyzers.perf.devices import spec_from_dict
-
+    if spec is None and dev:  # a spec from a TOML file: rebuild it from the summary
         spec = spec_from_dict(
             {
                 "name": dev["name"],
