@@ -395,6 +395,14 @@ def test_a_run_directory_reads_the_concrete_inputs_of_every_rank(tmp_path):
 # <model>_perf_report_csvs/<sheet>.csv, MIT): the op's recorded arguments and TraceLens's
 # GFLOPS_first and "Data Moved (MB)_first" (MiB). Our model must agree within 1%.
 TRACELENS_ROWS = [
+    (  # gaunernst_bert-small-uncased GEMM.csv: the vocabulary projection
+        "aten::addmm",
+        [[30522], [141, 512], [512, 30522], [], []],
+        [BF16, BF16, BF16, "Scalar", "Scalar"],
+        ["", "", "", "1", "1"],
+        4.41119205,
+        38.211021423339844,
+    ),
     (  # gaunernst_bert-small-uncased SDPA_fwd.csv
         "aten::_scaled_dot_product_flash_attention",
         [[1, 8, 141, 64], [1, 8, 141, 64], [1, 8, 141, 64], [], [], [], []],
