@@ -419,6 +419,22 @@ TRACELENS_ROWS = [
         0.040716288,
         0.55078125,
     ),
+    (  # Wan-AI_Wan2.1-T2V-1.3B SDPA_fwd.csv: cross-attention, 32256 queries over 512 keys
+        "aten::_scaled_dot_product_flash_attention",
+        [[1, 12, 32256, 128], [1, 12, 512, 128], [1, 12, 512, 128], [], [], [], []],
+        [BF16, BF16, BF16, "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "0.", "False", "False", "0.088388347648318433"],
+        101.468602368,
+        192.0,
+    ),
+    (  # Wan-AI_Wan2.1-T2V-1.3B SDPA_fwd.csv: memory-efficient attention, head dim 384
+        "aten::_scaled_dot_product_efficient_attention",
+        [[1, 1, 1024, 384], [1, 1, 1024, 384], [1, 1, 1024, 384], [], [], [], [], []],
+        [BF16, BF16, BF16, "", "Scalar", "Scalar", "Scalar", ""],
+        ["", "", "", "", "False", "0.", "False", ""],
+        1.610612736,
+        3.0,
+    ),
     (  # Falconsai_nsfw_image_detection CONV_fwd.csv: ViT patch embedding, stride 16, with bias
         "aten::convolution",
         [[4, 3, 224, 224], [768, 3, 16, 16], [768], [], [], [], [], [], []],
