@@ -67,7 +67,12 @@ def test_op_names_in_the_roofline_are_escaped():
 
 
 def test_empty_trace_report_says_why_there_is_no_roofline():
-    t = trace_of([Op("aten::mm", [[8, 8], [8, 8]], ["float", "float"], kernel_ns=0)])
+    import pyarrow as pa
+
+    from neuron_explorer.trace.model import Trace, conform
+    from neuron_explorer.trace.schema import EVENTS_SCHEMA
+
+    t = Trace(conform(pa.Table.from_pylist([], schema=EVENTS_SCHEMA)), {"rank": 0})
     data = build_report_data(t, analyze(t))
     assert data["figures"]["roofline"] is None
     assert data["tables"]["op_perf"]["total_rows"] == 0

@@ -115,3 +115,25 @@ def test_rules_skip_with_a_reason_without_shapes_or_device():
     ops = [Op("aten::mm", [[512, 512], [512, 512]], [BF16, BF16])]
     _, a = findings(trace_of(ops, device="Mystery"), "op_below_roofline")
     assert a.skipped and "--device-spec" in a.skipped[0][1]
+
+
+def test_eager_attention_on_a_real_cpu_trace_recorded_with_shapes():
+    # attention written by hand in tests/data/kineto/local/record_eager_attention.py
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = ne.load(DATA.parent / "local" / "eager_attention_cpu.json.gz")
+    found, a = findings(t, "eager_attention")
+    assert len(found) == 1
+    f = found[0]
+    assert "op time" in f.title  # a CPU trace: the ops' own time stands in for kernel time
+    assert "scaled_dot_product_attention" in f.recommendation and "CPU kernel" in f.recommendation
+    assert f.source_lines and all(line["file"] for line in f.source_lines)
+    # the table behind it: both batched matmuls of the scores, each with its model
+    t_perf = a.op_perf
+    bmm = t_perf[t_perf["name"] == "aten::bmm"]
+    assert len(bmm) == 2 and bmm["gflops"].notna().all()
+    assert set(bmm["shapes"]) == {"[[16,256,64],[16,64,256]]", "[[16,256,256],[16,256,64]]"}
+    # linear wraps addmm on the CPU: the FLOPs are counted once, on addmm
+    assert t_perf.loc[t_perf["name"] == "aten::linear", "gflops"].isna().all()
+    assert t_perf.loc[t_perf["name"] == "aten::addmm", "gflops"].notna().all()
+    assert a.perf_summary["time_source"] == "host op self time"

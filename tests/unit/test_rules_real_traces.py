@@ -32,6 +32,7 @@ FILES = {
     "triton": DATA / "hta/triton_example.json.gz",
     "cpu_mlp": DATA / "local/cpu_mlp_step4.json",
     "cpu_small": DATA / "local/example_cpu_small.json",
+    "eager_attn_cpu": DATA / "local/eager_attention_cpu.json.gz",
     "compile_mi300": DATA / "tracelens/torch_compile_triton_mi300x.json.gz",
     "vllm_graph": DATA / "tracelens/vllm_cuda_graph_execution.json.gz",
     "qwen_h100": DATA / "tracelens/qwen_h100.json.gz",
@@ -82,6 +83,7 @@ CASES = [
     ("compile_graph_breaks", "dfir", "compile_mi300", (("compile_graph_breaks.max_regions_per_step", 0.5),)),
     # flash attention at 19% of the H100's memory roof; the MI300X compile trace's worst is 23%
     ("op_below_roofline", "qwen_h100", "compile_mi300", (("op_below_roofline.max_pct_of_peak", 20.0),)),
+    ("eager_attention", "eager_attn_cpu", "qwen_h100", ()),
 ]
 
 
@@ -142,10 +144,7 @@ def test_rules_without_their_data_say_what_they_need():
 
 def test_every_rule_is_exercised_by_this_file_or_the_planted_suite():
     planted = {"dataloader_stall", "warmup_cost"}  # tests/integration/test_analyze_planted.py
-    # no real trace here computes attention eagerly: tests/unit/test_perf_rules.py builds one
-    # (and checks the rule stays quiet on the real SDPA traces)
-    perf = {"eager_attention"}
-    covered = {c[0] for c in CASES} | planted | perf | {"stragglers"}
+    covered = {c[0] for c in CASES} | planted | {"stragglers"}
     mine = {r.id for r in all_rules().values() if r.family != "neuron"}  # neuron: tests/unit/test_neuron_rules.py
     assert mine <= covered, mine - covered
     assert len(mine) >= 15

@@ -1,7 +1,8 @@
 """The op_perf table: per op group (name + shapes + dtypes), FLOPs, bytes and the roofline.
 
-1. Every device event gets the framework op that owns it: its issuing op (``op_id``), or a
-   composite ancestor of it (``models.ROLLUP_PRIORITY``: SDPA owns its flash kernel).
+1. Every unit of measured work gets the op that owns it (``perf.ownership``): a device event
+   its issuing op or a composite ancestor of it (SDPA owns its flash kernel); on a host-only
+   trace the leaf framework ops, with their own host time, stand in for kernels.
 2. Owners are grouped by (name, input_shapes, input_types) strings; each *group* is modelled
    once (``models.model``) from its first call's arguments, so the cost is per distinct shape,
    not per event.
@@ -26,10 +27,10 @@ import pyarrow.parquet as pq
 from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
 from neuron_explorer.analyzers.perf import models
 from neuron_explorer.analyzers.perf.devices import DeviceSpec
+from neuron_explorer.analyzers.perf.ownership import CAT_INDEX, Work, work_units
 from neuron_explorer.analyzers.perf.shapes import non_contiguous, parse_args
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
-from neuron_explorer.trace.schema import Kind
 
 OP_PERF_COLUMNS = (
     "name",
@@ -53,9 +54,7 @@ OP_PERF_COLUMNS = (
     "src_line",
 )
 CATEGORY_COLUMNS = ("category", "kernel_time_us", "device_time_pct", "modelled_pct", "tflops_per_s", "tb_per_s")
-_MAX_DEPTH = 8  # op nesting levels searched for a composite owner
 MB = 1024.0 * 1024.0  # TraceLens's "MB" is MiB
-CAT_INDEX = {c: i for i, c in enumerate(models.CATEGORIES)}
 
 
 def empty_op_perf() -> pd.DataFrame:
@@ -64,37 +63,6 @@ def empty_op_perf() -> pd.DataFrame:
     return pd.DataFrame(
         {c: pd.Series(dtype="object" if c in text else "int64" if c in ints else "float64") for c in OP_PERF_COLUMNS}
     )
-
-
-def _owners(frames: TraceFrames) -> np.ndarray:
-    """Per device event: the row in ``frames.host`` of the op that owns it (-1: none)."""
-    dev, host = frames.device, frames.host
-    hkey = ukey(host["rank"].to_numpy(), host["event_id"].to_numpy())
-    pos = lookup(hkey, ukey(dev["rank"].to_numpy(), dev["op_id"].to_numpy()))
-    if not (pos >= 0).any():
-        return pos
-    names = host["name"].astype("category")
-    cats = names.cat.categories
-    prio_lut = np.array([models.ROLLUP_PRIORITY.get(str(c), 0) for c in cats] + [0], dtype=np.int64)
-    if not prio_lut.any():
-        return pos
-    codes = names.cat.codes.to_numpy()
-    prio = prio_lut[np.where(codes < 0, len(cats), codes)]
-    parent = lookup(hkey, ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy()))
-    # walk the distinct issuing ops up their parent chain, keeping the highest-priority op
-    uniq, inverse = np.unique(pos, return_inverse=True)
-    best = uniq.copy()
-    best_p = np.where(uniq >= 0, prio[np.maximum(uniq, 0)], 0)
-    cur = uniq.copy()
-    for _ in range(_MAX_DEPTH):
-        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
-        if not (cur >= 0).any():
-            break
-        p = np.where(cur >= 0, prio[np.maximum(cur, 0)], 0)
-        better = p > best_p
-        best = np.where(better, cur, best)
-        best_p = np.where(better, p, best_p)
-    return best[inverse]
 
 
 def _shape_rows(trace: Trace) -> pa.Table | None:
@@ -150,25 +118,19 @@ def _args_of(trace: Trace, rows: np.ndarray) -> list[str | None]:
 
 def op_perf(frames: TraceFrames, spec: DeviceSpec | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(op_perf table, category table); see the module docstring and docs/rules.md."""
-    dev = frames.device
-    if not len(dev):
+    work = work_units(frames)
+    if not len(work.dur_ns):
         return empty_op_perf(), pd.DataFrame({c: pd.Series(dtype="object") for c in CATEGORY_COLUMNS})
-    total_ns = float(dev["dur_ns"].sum())
-    dur = dev["dur_ns"].to_numpy(np.float64)
-    # kernel-name category of every event, as an index into CATEGORIES
-    codes, uniq = pd.factorize(frames.device_category.to_numpy())
-    lut = np.array([CAT_INDEX[models.KERNEL_CATEGORY.get(str(u), "other")] for u in uniq] + [CAT_INDEX["other"]])
-    kernel_cat = lut[np.where(codes < 0, len(uniq), codes)]
-    kernel_cat[(dev["kind"] == Kind.COLLECTIVE).to_numpy()] = CAT_INDEX["communication"]
-    owner = _owners(frames)
-    event_cat = kernel_cat.copy()
-    modelled = np.zeros(len(dev), bool)
-    flops_ev = np.zeros(len(dev))
-    bytes_ev = np.zeros(len(dev))
+    dur = work.dur_ns
+    total_ns = float(dur.sum())
+    owner = work.owner
+    event_cat = work.category.copy()
+    modelled = np.zeros(len(dur), bool)
+    flops_ev = np.zeros(len(dur))
+    bytes_ev = np.zeros(len(dur))
     table = empty_op_perf()
-    linked = owner >= 0
-    if linked.any():
-        table, event_group, share = _group_table(frames, owner, dur, kernel_cat, spec, total_ns)
+    if (owner >= 0).any():
+        table, event_group, share = _group_table(frames, work, spec, total_ns)
         has = event_group >= 0
         g = event_group[has]
         event_cat[has] = np.array([CAT_INDEX[c] for c in table["category"]], np.int64)[g]
@@ -185,21 +147,16 @@ def _codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 
 def _group_table(
-    frames: TraceFrames,
-    owner: np.ndarray,
-    dur: np.ndarray,
-    kernel_cat: np.ndarray,
-    spec: DeviceSpec | None,
-    total_ns: float,
+    frames: TraceFrames, work: Work, spec: DeviceSpec | None, total_ns: float
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """The op_perf table, each device event's row in it (-1: none) and its share of its call's time."""
+    """The op_perf table, each work unit's row in it (-1: none) and its share of its call's time."""
     host = frames.host
+    owner, dur, kernel_cat = work.owner, work.dur_ns, work.category
     linked = owner >= 0
     # one entry per owning op call: its device time and collective bytes
     calls, inv = np.unique(owner[linked], return_inverse=True)
     call_ns = np.bincount(inv, weights=dur[linked], minlength=len(calls))
-    dev_bytes = frames.device["bytes"].to_numpy(np.float64)
-    call_bytes = np.bincount(inv, weights=np.where(dev_bytes > 0, dev_bytes, 0.0)[linked], minlength=len(calls))
+    call_bytes = np.bincount(inv, weights=work.bytes[linked], minlength=len(calls))
     name_codes, name_values = _codes(host["name"])
     call_name = name_codes[calls]
     # shapes and dtypes of each call, as codes of their distinct strings
@@ -248,7 +205,13 @@ def _group_table(
         }
     )
     out["src_file"], out["src_line"] = _top_lines(host, calls, gcall, call_ns, n_groups)
-    _apply_models(out, frames, kernel_category, spec)
+    # a host-only trace's wrapper ops (linear around addmm) carry no model: FLOPs count once
+    no_model = (
+        np.bincount(gcall, weights=work.wrapper[calls].astype(np.float64), minlength=n_groups) > 0
+        if work.wrapper is not None
+        else np.zeros(n_groups, bool)
+    )
+    _apply_models(out, frames, kernel_category, spec, no_model)
     out["device_time_pct"] = 100.0 * out["kernel_ns"] / total_ns if total_ns else np.nan
     order = np.argsort(-out["kernel_ns"].to_numpy(), kind="stable")
     rank_of = np.empty(n_groups, np.int64)
@@ -286,18 +249,20 @@ def _top_lines(
     return files, lines
 
 
-def _apply_models(out: pd.DataFrame, frames: TraceFrames, kernel_category: pd.Series, spec: DeviceSpec | None) -> None:
+def _apply_models(
+    out: pd.DataFrame, frames: TraceFrames, kernel_category: list[str], spec: DeviceSpec | None, no_model: np.ndarray
+) -> None:
     """Model each group once from its first call's arguments; fill the roofline columns."""
     rows = out["row"].to_numpy()
     args = iter(_args_of(frames.trace, rows[rows >= 0]))
     flops, data, dtype, matrix, params, category, shapes_txt, dtypes_txt = [], [], [], [], [], [], [], []
-    for name, shapes, dtypes, row, kcat, comm in zip(
-        out["name"], out["shapes"], out["dtypes"], rows, kernel_category, out["comm_bytes"]
+    for name, shapes, dtypes, row, kcat, comm, skip in zip(
+        out["name"], out["shapes"], out["dtypes"], rows, kernel_category, out["comm_bytes"], no_model
     ):
         parsed = parse_args(shapes, dtypes, next(args)) if row >= 0 else None
         shapes_txt.append(_compact(parsed.shapes) if parsed else None)
         dtypes_txt.append(_compact(parsed.types) if parsed else None)
-        m = models.model(name, parsed)
+        m = None if skip else models.model(name, parsed)
         cat = m.category if m else (models.category_of(name) or kcat)
         category.append(cat)
         if m is None and cat == "communication" and comm > 0:

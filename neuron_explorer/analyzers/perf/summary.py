@@ -33,12 +33,15 @@ def perf_tables(
     """(op_perf, op_categories, perf_summary) of one trace; see the package docstring."""
     spec, source = resolve_spec(frames, device_spec)
     table, cats = op_perf(frames, spec)
+    host_only = not len(frames.device)
     total = float(cats["kernel_time_us"].sum()) if len(cats) else 0.0
     modelled = float((cats["kernel_time_us"] * cats["modelled_pct"].fillna(0) / 100).sum()) if len(cats) else 0.0
     other = float(cats.loc[cats["category"] == "other", "kernel_time_us"].sum()) if len(cats) else 0.0
     summary: dict[str, Any] = {
         "device": spec.to_dict() if spec else None,
         "device_source": source,
+        # on a host-only (CPU) trace the ops' own host time stands in for kernel time
+        "time_source": "host op self time" if host_only else "device kernels",
         "device_time_us": total,
         "categorized_pct": 100.0 * (total - other) / total if total else None,
         "modelled_pct": 100.0 * modelled / total if total else None,

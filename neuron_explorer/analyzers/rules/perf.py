@@ -50,6 +50,12 @@ def _spec(ctx: RuleContext) -> DeviceSpec | None:
     return spec
 
 
+def _time_word(ctx: RuleContext) -> str:
+    """What the shares are of: device time, or op time on a host-only (CPU) trace."""
+    host = (ctx.analysis.perf_summary or {}).get("time_source") == "host op self time"
+    return "op time" if host else "device time"
+
+
 def _low_precision(spec: DeviceSpec | None) -> str:
     """The matrix dtype to recommend on this device: bf16 where supported, else fp16."""
     if spec is None or spec.supports("bf16"):
@@ -171,7 +177,7 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
                 title=f"{row['name']} {short_shapes(row['shapes'])} at {row['pct_of_peak']:.0f}% of its {roof} roof",
                 message=(
                     f"{row['name']} {short_shapes(row['shapes'])} ({short_dtypes(row['dtypes'])}){where} ran {row['count']} times for {ms(kernel_ns)} "
-                    f"({row['device_time_pct']:.1f}% of device time) at {row['tflops_per_s']:.2f} TFLOP/s and "
+                    f"({row['device_time_pct']:.1f}% of {_time_word(ctx)}) at {row['tflops_per_s']:.2f} TFLOP/s and "
                     f"{row['tb_per_s']:.2f} TB/s: {row['pct_of_peak']:.0f}% of its {roof} roof. "
                     f"Likely cause: {cause}."
                 ),
@@ -212,7 +218,8 @@ def eager_attention(ctx: RuleContext) -> list[Finding]:
     time: attention computed eagerly, the score matrix written to and read from memory."""
     t = _table(ctx)
     soft = t[t["name"].isin(["aten::_softmax", "aten::softmax", "aten::_safe_softmax"])]
-    gemm = t[t["name"].isin(["aten::bmm", "aten::matmul", "aten::baddbmm"])]
+    # modelled groups only: on a CPU trace matmul wraps the bmm that does the work
+    gemm = t[t["name"].isin(["aten::bmm", "aten::matmul", "aten::baddbmm"]) & t["gflops"].notna()]
     scores = set()
     soft_rows = []
     for i, row in soft.iterrows():
@@ -243,27 +250,30 @@ def eager_attention(ctx: RuleContext) -> list[Finding]:
     ns = float(part["kernel_time_us"].sum() * 1e3)
     sm = t.loc[soft_rows].iloc[0]
     where = f" at {sm['src_file']}:{sm['src_line']}" if sm["src_line"] >= 0 else ""
-    flash = spec is None or spec.supports("bf16")
-    kernel = (
-        "FlashAttention in fp16/bf16 (and the memory-efficient kernel otherwise)"
-        if flash
-        else "the memory-efficient kernel (FlashAttention needs sm80 or newer, which this device is not)"
+    what = _time_word(ctx)
+    if what == "op time":
+        kernel = "the fused flash-attention CPU kernel"
+    elif spec is None or spec.supports("bf16"):
+        kernel = "FlashAttention in fp16/bf16 (and the memory-efficient kernel otherwise)"
+    else:
+        kernel = "the memory-efficient kernel (FlashAttention needs sm80 or newer, which this device is not)"
+    located = part[part["src_line"] >= 0]
+    by_line = (
+        located.groupby(["src_file", "src_line"])["kernel_time_us"].sum().sort_values(ascending=False).head(3)
+        if len(located)
+        else pd.Series(dtype="float64")
     )
-    lines = [
-        {"file": r["src_file"], "line": int(r["src_line"]), "func": None, "ns": int(r["kernel_time_us"] * 1e3)}
-        for _, r in part.sort_values("kernel_time_us", ascending=False).iterrows()
-        if r["src_line"] >= 0
-    ][:3]
+    lines = [{"file": f, "line": int(n), "func": None, "ns": int(us * 1e3)} for (f, n), us in by_line.items()]
     return [
         ctx.finding(
-            title=f"Eager attention: softmax + bmm take {share:.0f}% of device time",
+            title=f"Eager attention: softmax + bmm take {share:.0f}% of {what}",
             message=(
                 f"A softmax over attention scores {short_shapes(sm['shapes'])}{where} and {len(gemm_rows)} batched matmul group(s) "
-                f"with matching shapes ran for {ms(ns)} ({share:.1f}% of device time): the full score matrix is "
-                "written to and read back from device memory."
+                f"with matching shapes ran for {ms(ns)} ({share:.1f}% of {what}): the full score matrix is "
+                "written to and read back from memory."
             ),
             metrics={
-                "share_pct": metric(share, "% of device time"),
+                "share_pct": metric(share, f"% of {what}"),
                 "softmax_ns": metric(int(t.loc[soft_rows, "kernel_time_us"].sum() * 1e3), "ns"),
                 "bmm_ns": metric(int(t.loc[gemm_rows, "kernel_time_us"].sum() * 1e3), "ns"),
             },
