@@ -37,7 +37,8 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 INSTRUCTIONS = """\
 Neuron Explorer serves profiler traces of PyTorch programs (GPU, Trainium, CPU) and their analysis.
 Start with trace_summary (the verdict and the costliest findings), then drill down: findings for
-the problems and their fixes, top_kernels / top_ops / top_source_lines for where time goes,
+the problems and their fixes, top_kernels / top_ops / top_source_lines for where time goes, op_perf
+for how close each op shape runs to the device's peak FLOP/s and bandwidth,
 step_breakdown for per-step time, source_context for the code behind a line, and schema + sql for
 any question the other tools do not answer. All times are integer nanoseconds (*_ns) unless a
 column says otherwise; shares are percent (*_pct). Quote numbers from the tools, not estimates."""
@@ -183,6 +184,29 @@ def build_server(
         device_ns (device time of the kernels the op launched) and kernel_count. Sort by
         device_ns to find the ops that cost device time, by host_self_ns for host overhead."""
         return views.top_ops(catalog.get(trace), limit, sort_by)
+
+    @tool("Op performance vs the hardware's peak (roofline)")
+    def op_perf(
+        trace: TraceArg = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+        sort_by: Annotated[
+            str, Field(description="kernel_time_us, pct_of_peak, tflops_per_s, tb_per_s, gflops or count.")
+        ] = "kernel_time_us",
+        category: Annotated[
+            str | None,
+            Field(
+                description="Only this category: gemm, attention, conv, elementwise, reduction, norm, communication, other."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """How close each op shape runs to what the device can do: one row per op group (name,
+        shapes, dtypes as JSON) with count, kernel_time_us (summed, microseconds), gflops and
+        data_moved_mb (per call; MiB), achieved tflops_per_s and tb_per_s, flops_per_byte, bound
+        (compute or memory) and pct_of_peak (percent of that roof), src_file/src_line. Also the
+        device time per op category with modelled_pct (share covered by the models) and
+        perf_summary (the device spec used: peaks per dtype, bandwidth, its source). Needs a
+        trace recorded with record_shapes=True; rows without a model have null gflops."""
+        return views.op_perf(catalog.get(trace), limit, sort_by, category)
 
     @tool("Top source lines")
     def top_source_lines(

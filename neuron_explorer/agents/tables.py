@@ -36,6 +36,9 @@ METRICS_TABLES: dict[str, str] = {
     "overlap": "One row per rank and device: communication time overlapped with compute, and exposed.",
     "neuron_operators": "Trainium only (AWS's Operator Table): one row per NeuronCore, framework layer and HLO op: "
     "instructions, device_ns, device_pct.",
+    "op_perf": "One row per op group (name, shapes, dtypes): count, kernel_time_us, gflops and data_moved_mb per call, "
+    "tflops_per_s, tb_per_s, flops_per_byte, bound (compute/memory), pct_of_peak, src_file, src_line.",
+    "op_categories": "One row per op category: kernel_time_us, device_time_pct, modelled_pct, tflops_per_s, tb_per_s.",
     "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
     "threshold, time_ranges, event_ids and source_lines as JSON text.",
     "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",

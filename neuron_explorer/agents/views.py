@@ -158,6 +158,29 @@ def top_ops(served: ServedTrace, limit: int = 20, sort_by: str = "device_ns") ->
     return _table_answer(served, "ops", served.analysis().ops, clamp_limit(limit), sort_by)
 
 
+def op_perf(
+    served: ServedTrace, limit: int = 20, sort_by: str = "kernel_time_us", category: str | None = None
+) -> dict[str, Any]:
+    """The performance models: op groups with FLOPs, bytes, achieved rates and roofline, the
+    device time per op category, and the device spec they were measured against."""
+    a = served.analysis()
+    df = a.op_perf
+    if category:
+        known = sorted({str(c) for c in df["category"]}) if len(df) else []
+        if category not in known:
+            raise ToolInputError(f"no op group of category {category!r}; categories here: {', '.join(known) or 'none'}")
+        df = df[df["category"] == category]
+    return _table_answer(
+        served,
+        "op_perf",
+        df,
+        clamp_limit(limit),
+        sort_by,
+        categories=records(a.op_categories),
+        perf_summary=plain(a.perf_summary),
+    )
+
+
 def top_source_lines(
     served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", file_contains: str | None = None
 ) -> dict[str, Any]:

@@ -25,12 +25,14 @@ from neuron_explorer.analyzers import (
     neuron_summary,
     ops,
     overlap,
+    perf,
     source_lines,
     steps,
 )
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 from neuron_explorer.analyzers.ledger import settle_costs
+from neuron_explorer.analyzers.perf import DeviceSpec
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
@@ -62,6 +64,12 @@ class Analysis:
     #: Trainium: device time by framework layer and HLO op (AWS's Operator Table); empty elsewhere.
     neuron_operators: pd.DataFrame = field(default_factory=pd.DataFrame)
     findings: list[Finding] = field(default_factory=list)
+    #: Per op group (name + shapes + dtypes): FLOPs, bytes, achieved rates, roofline (analyzers.perf).
+    op_perf: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Device time per op category and the share of it the performance models cover.
+    op_categories: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The device spec used, model coverage, Neuron MFU/HFU/MBU (analyzers.perf.summary).
+    perf_summary: dict[str, Any] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -82,6 +90,7 @@ class Analysis:
             "rules_run": list(self.rules_run),
             "memory_summary": _jsonable(self.memory_summary),
             "launch_summary": _jsonable(self.launch_summary),
+            "perf_summary": _jsonable(self.perf_summary),
             "tables": {
                 name: records(getattr(self, name), max_rows)
                 for name in (
@@ -98,6 +107,8 @@ class Analysis:
                     "launches",
                     "overlap",
                     "neuron_operators",
+                    "op_perf",
+                    "op_categories",
                 )
             },
         }
@@ -133,10 +144,13 @@ def analyze(
     trace: Trace,
     rules: Iterable[str] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    device_spec: DeviceSpec | str | None = None,
 ) -> Analysis:
     """Compute all metrics, then run the rules (all when ``rules`` is None; ids or families).
 
     ``thresholds`` overrides rule thresholds by ``"rule_id.name"`` (e.g. ``{"device_idle.idle_pct": 20}``).
+    ``device_spec``: the device whose peaks the op roofline uses (a ``DeviceSpec``, a name from
+    ``analyzers.perf.DEVICES`` or a TOML file); by default detected from the trace.
     """
     from neuron_explorer.analyzers.rules import all_rules, run_rules
 
@@ -174,6 +188,7 @@ def analyze(
         overlap=timed("overlap", overlap.comm_overlap, frames),
     )
     a.neuron_operators = neuron_summary.operator_table(frames.metadata)
+    a.op_perf, a.op_categories, a.perf_summary = timed("op_perf", perf.perf_tables, frames, device_spec)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()

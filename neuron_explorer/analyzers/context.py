@@ -85,7 +85,7 @@ _HOST_KINDS = (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.RUNTIME, Kind.SYN
 #: Every column any metric or rule reads: ``Trace.read(path, columns=ANALYSIS_COLUMNS)`` skips
 #: the rest (raw args, shapes, flows), which is most of a trace's bytes.
 ANALYSIS_COLUMNS: tuple[str, ...] = tuple(
-    dict.fromkeys((*_DEVICE_COLUMNS, *_HOST_COLUMNS, *_MEMORY_COLUMNS, "input_types"))
+    dict.fromkeys((*_DEVICE_COLUMNS, *_HOST_COLUMNS, *_MEMORY_COLUMNS, "input_types", "input_shapes"))
 )
 
 

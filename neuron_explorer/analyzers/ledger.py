@@ -41,6 +41,9 @@ RULE_CATEGORY: dict[str, str] = {
     "device_idle": "untraced",
     "tensor_cores": "compute",
     "fp32_amp": "compute",
+    # performance models (device time of op groups below their roof)
+    "op_below_roofline": "compute",
+    "eager_attention": "compute",
     "small_h2d": "copy",
     # distributed
     "exposed_comm": "communication",

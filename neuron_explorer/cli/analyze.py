@@ -22,7 +22,13 @@ from pathlib import Path
 from neuron_explorer.analyzers import SEVERITIES, analyze
 from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
 from neuron_explorer.analyzers.finding import SEVERITY_RANK
-from neuron_explorer.cli._common import add_output_argument, add_trace_argument, open_trace
+from neuron_explorer.cli._common import (
+    add_device_spec_argument,
+    add_output_argument,
+    add_trace_argument,
+    device_spec_of,
+    open_trace,
+)
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.errors import AnalysisError, TraceFormatError
 
@@ -49,6 +55,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="override a rule threshold, e.g. device_idle.min_busy_pct=70 (repeatable)",
     )
     parser.add_argument("--top", type=int, default=10, help="rows per table in text/markdown output (default: 10)")
+    add_device_spec_argument(parser)
     add_output_argument(parser, "write the report to this file instead of stdout")
 
 
@@ -84,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_thresholds(args.threshold)
     _check_thresholds(overrides)
     rules = [r for r in args.rules.split(",") if r.strip()] if args.rules else None
+    spec = device_spec_of(args)
     trace = load_for_analysis(args.trace, quiet=args.format != "text" and not args.output)
-    a = analyze(trace, rules=rules, thresholds=overrides)
+    a = analyze(trace, rules=rules, thresholds=overrides, device_spec=spec)
     if args.format == "json":
         from neuron_explorer.reports.json_report import render as render_json
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
+from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_line, fmt_ns, fmt_value, short
 
 _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
@@ -53,6 +54,22 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         for r in a.kernels.head(top).itertuples():
             out.append(
                 f"| `{_cell(short(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |"
+            )
+        out.append("")
+    perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
+    if len(perf):
+        device = (a.perf_summary.get("device") or {}).get("name") or "unknown device"
+        out += [
+            f"### Op performance vs {device}",
+            "",
+            "| op | shapes | calls | kernel time | TFLOP/s | TB/s | bound | % of roof |",
+            "|---|---|---:|---:|---:|---:|---|---:|",
+        ]
+        for r in perf.head(top).itertuples():
+            pct = "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}"
+            out.append(
+                f"| `{_cell(short(r.name, 40))}` | `{_cell(short(short_shapes(r.shapes), 40))}` | {r.count:,} | "
+                f"{fmt_ns(r.kernel_time_us * 1e3)} | {r.tflops_per_s:.3g} | {r.tb_per_s:.3g} | {r.bound or '-'} | {pct} |"
             )
         out.append("")
     if len(a.source_lines):

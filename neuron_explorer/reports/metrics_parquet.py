@@ -33,6 +33,8 @@ TABLES = (
     "launches",
     "overlap",
     "neuron_operators",
+    "op_perf",
+    "op_categories",
     "findings",
 )
 
@@ -114,6 +116,7 @@ def write_metrics(a: Analysis, out_dir: str | Path) -> Path:
             "step_stats": a.to_dict(max_rows=0)["step_stats"],
             "memory_summary": a.to_dict(max_rows=0)["memory_summary"],
             "launch_summary": a.to_dict(max_rows=0)["launch_summary"],
+            "perf_summary": a.to_dict(max_rows=0)["perf_summary"],
             "skipped": [{"rule_id": r, "reason": w} for r, w in a.skipped],
             "tables": [*TABLES, "fields"],
         }

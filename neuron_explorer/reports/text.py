@@ -6,6 +6,7 @@ from typing import IO, Any
 
 from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
+from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_bytes, fmt_line, fmt_ns, fmt_value, short
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -95,6 +96,26 @@ def render(
                 f"{r.device_pct:.1f}",
             )
         console.print(t)
+    perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
+    if len(perf):
+        device = (a.perf_summary.get("device") or {}).get("name") or "unknown device"
+        t = Table(title=f"Op performance vs {device} (of {len(a.op_perf)} op groups)", title_justify="left")
+        for col in ("op", "shapes", "calls", "kernel time", "TFLOP/s", "TB/s", "bound", "% of roof"):
+            t.add_column(col, justify="left" if col in ("op", "shapes", "bound") else "right")
+        for r in perf.head(top).itertuples():
+            (short(r.name, 40),)
+            (short(short_shapes(r.shapes), 40),)
+            (f"{r.count:,}",)
+            (fmt_ns(r.kernel_time_us * 1e3),)
+            (f"{r.tflops_per_s:.3g}",)
+            (f"{r.tb_per_s:.3g}",)
+            (str(r.bound or "-"),)
+            ("-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}",)
+        cats = ", ".join(
+            f"{c.category} {c.device_time_pct:.1f}% ({c.modelled_pct:.0f}% modelled)"
+            for c in a.op_categories.itertuples()
+        )
+        console.print(f"[dim]Device time by op category: {cats}[/dim]")
 
     if len(a.source_lines):
         t = Table(title="Top source lines", title_justify="left")

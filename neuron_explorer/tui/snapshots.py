@@ -19,7 +19,7 @@ class Column:
 
     key: str
     label: str
-    unit: str = ""  # "ns" (duration), "bytes", "%", "" (plain), "count"
+    unit: str = ""  # "ns" (duration), "bytes", "%", "" (plain), "count", "float" (3 significant digits)
     width: int | None = None
 
 

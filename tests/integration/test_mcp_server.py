@@ -25,7 +25,7 @@ CPU_TRACE = KINETO / "local" / "cpu_mlp_step4.json"
 GPU, CPU = "vllm_cuda_graph_execution", "cpu_mlp_step4"
 TOOLS = {
     "list_traces", "trace_summary", "findings", "top_kernels", "top_ops", "top_source_lines",
-    "step_breakdown", "source_context", "schema", "sql", "diff",
+    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf",
 }  # fmt: skip
 
 

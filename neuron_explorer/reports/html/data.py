@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer import __version__
-from neuron_explorer.reports.html import figures
+from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import StringTable, build_timeline
 from neuron_explorer.trace.model import Trace
 
@@ -60,6 +60,22 @@ LINE_COLUMNS = (
     ("src_precision", "Precision", "text"),
 )
 
+OP_PERF_COLUMNS = (
+    ("name", "Op", "text"),
+    ("category", "Category", "text"),
+    ("shapes", "Shapes", "text"),
+    ("dtypes", "Dtypes", "text"),
+    ("count", "Calls", "int"),
+    ("kernel_ns", "Kernel time", "ns"),
+    ("gflops", "GFLOP/call", "float"),
+    ("data_moved_mb", "MiB/call", "float"),
+    ("tflops_per_s", "TFLOP/s", "float"),
+    ("tb_per_s", "TB/s", "float"),
+    ("bound", "Bound", "text"),
+    ("pct_of_peak", "% of roof", "pct"),
+    ("location", "File:line", "text"),
+)
+
 MEMORY_COLUMNS = (
     ("device", "Device", "text"),
     ("peak_allocated_bytes", "Peak allocated", "bytes"),
@@ -97,8 +113,16 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "ops": figures.ops_figure(analysis.ops),
             "lines": figures.lines_figure(line_rows),
             "memory": figures.memory_figure(analysis.memory),
+            "roofline": perf_figures.roofline_figure(analysis.op_perf, analysis.perf_summary),
+            "op_categories": perf_figures.categories_figure(analysis.op_categories),
         },
-        "tables": {"kernels": kernels, "ops": ops, "lines": lines, "memory": memory_table(analysis.memory_summary)},
+        "tables": {
+            "kernels": kernels,
+            "ops": ops,
+            "lines": lines,
+            "memory": memory_table(analysis.memory_summary),
+            "op_perf": table(op_perf_rows(analysis.op_perf), OP_PERF_COLUMNS),
+        },
         "timeline": timeline,
         "strings": strings.values,
         "notes": notes,
@@ -167,6 +191,15 @@ def source_line_rows(lines: pd.DataFrame) -> pd.DataFrame:
     df["location"] = [f"{f}:{int(n)}" if n == n else str(f) for f, n in zip(files, nums)]
     df["code"] = [read_source_line(f, n) for f, n in zip(files, nums)]
     return df.drop(columns="_cost").reset_index(drop=True)
+
+
+def op_perf_rows(op_perf: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The op_perf table with kernel time in ns (the page formats ns) and one File:line column."""
+    if op_perf is None or not len(op_perf) or "kernel_time_us" not in op_perf:
+        return None
+    line = op_perf["src_line"].fillna(-1).astype("int64")
+    location = [f"{f}:{n}" if n >= 0 and isinstance(f, str) else None for f, n in zip(op_perf["src_file"], line)]
+    return op_perf.assign(kernel_ns=op_perf["kernel_time_us"] * 1e3, location=location)
 
 
 def memory_table(summary: dict[str, Any] | None) -> dict[str, Any]:
