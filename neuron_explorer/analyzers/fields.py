@@ -150,6 +150,7 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "device_ns": ("ns", "Sum of their durations on the NeuronCore engines."),
         "device_pct": ("%", "device_ns over the NeuronCore's instruction time (waits excluded), 0-100."),
         "engines": ("engines", "Number of distinct engines they ran on."),
+    },
     "op_perf": {
         "category": ("", "Op category: gemm, attention, conv, elementwise, reduction, norm, communication, other."),
         "shapes": ("json", "Input shapes of the op group (Kineto Input Dims), compact JSON."),

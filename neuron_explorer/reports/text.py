@@ -103,14 +103,17 @@ def render(
         for col in ("op", "shapes", "calls", "kernel time", "TFLOP/s", "TB/s", "bound", "% of roof"):
             t.add_column(col, justify="left" if col in ("op", "shapes", "bound") else "right")
         for r in perf.head(top).itertuples():
-            (short(r.name, 40),)
-            (short(short_shapes(r.shapes), 40),)
-            (f"{r.count:,}",)
-            (fmt_ns(r.kernel_time_us * 1e3),)
-            (f"{r.tflops_per_s:.3g}",)
-            (f"{r.tb_per_s:.3g}",)
-            (str(r.bound or "-"),)
-            ("-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}",)
+            t.add_row(
+                short(r.name, 40),
+                short(short_shapes(r.shapes), 40),
+                f"{r.count:,}",
+                fmt_ns(r.kernel_time_us * 1e3),
+                f"{r.tflops_per_s:.3g}",
+                f"{r.tb_per_s:.3g}",
+                str(r.bound or "-"),
+                "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}",
+            )
+        console.print(t)
         cats = ", ".join(
             f"{c.category} {c.device_time_pct:.1f}% ({c.modelled_pct:.0f}% modelled)"
             for c in a.op_categories.itertuples()
