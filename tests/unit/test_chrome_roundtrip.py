@@ -49,9 +49,9 @@ def _text(path: Path) -> str:
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
 
-FIXTURES = BUNDLED_TRACES + sorted(
-    p for p in FUZZ_KINETO.iterdir() if p.name not in ("bad_deflate_block.json.gz", "every_event_invalid.json")
-)
+#: regression inputs the importer rejects (the rest import, repaired, and must round-trip)
+REJECTED = ("bad_deflate_block.json.gz", "every_event_invalid.json", "deep_args_truncated_neuron_probe.json")
+FIXTURES = BUNDLED_TRACES + sorted(p for p in FUZZ_KINETO.iterdir() if p.name not in REJECTED)
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
