@@ -294,6 +294,9 @@ def test_hlo_and_layer_become_grouping_columns_and_an_operator_table(raw, trace,
     assert set(kernels["src_module"].dropna().astype(str)) == {
         r["layer"] for r in raw["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"
     }
+    assert sorted(kernels["hlo_name"].astype(str)) == sorted(
+        r["hlo_name"] for r in raw["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"
+    )
     ops = analyze(trace).neuron_operators
     expected: dict[tuple[str, str], int] = {}
     for r in raw["instruction"]:
