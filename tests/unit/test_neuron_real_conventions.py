@@ -232,6 +232,8 @@ def test_flags_read_yes_no_true_false_strings_and_booleans() -> None:
     values = pd.Series(["yes", "no", "true", "false", "Yes", " NO ", True, False, None, 1, 0, "maybe"], dtype=object)
     expected = [True, False, True, False, True, False, True, False, False, True, False, False]
     assert flags(values).tolist() == expected
+    assert flags(pd.Series([True, None, False], dtype="boolean")).tolist() == [True, False, False]
+    assert flags(pd.Series([True, False])).tolist() == [True, False]
 
 
 def test_semaphore_waits_are_not_engine_work(raw, events) -> None:

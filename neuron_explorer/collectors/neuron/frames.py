@@ -39,7 +39,7 @@ def flags(series: pd.Series) -> np.ndarray:
     """
     if not len(series):
         return np.zeros(0, bool)
-    if pd.api.types.is_bool_dtype(series.dtype):
+    if pd.api.types.is_bool_dtype(series.dtype) and not pd.api.types.is_extension_array_dtype(series.dtype):
         return series.to_numpy(bool)
     text = series.astype(object).where(series.notna(), "").astype(str).str.strip().str.lower()
     cats = text.astype("category")
