@@ -400,3 +400,16 @@ def test_tables_and_fields_not_imported_are_listed(raw, trace, tmp_path: Path) -
     traced, _ = _import_doc(doc, tmp_path / "more.json")
     assert _device(traced)["unknown_columns"] == {"instruction": ["mystery_field"], "dma": ["dge_mode"]}
     assert '"mystery_field":1' in traced.to_pandas()["args"].dropna().str.cat()  # kept in args
+
+
+def test_the_step_time_breakdown_covers_the_profiled_window(raw, trace) -> None:
+    from neuron_explorer.analyzers.context import PROFILE_WINDOW_CATEGORY
+    from neuron_explorer.collectors.neuron.events import CAT_WINDOW
+
+    assert CAT_WINDOW == PROFILE_WINDOW_CATEGORY  # the importer and the analyzers agree
+    a = analyze(trace)
+    total_ns = raw["summary"][0]["total_time"] * 1e9
+    assert a.summary["wall_ns"] == pytest.approx(total_ns, rel=0.01)
+    (row,) = a.breakdown.itertuples()
+    compute_pct = 100.0 * row.compute_ns / row.wall_ns
+    assert compute_pct == pytest.approx(100 * raw["summary"][0]["total_active_time_percent"], abs=0.5)
