@@ -413,3 +413,16 @@ def test_the_step_time_breakdown_covers_the_profiled_window(raw, trace) -> None:
     (row,) = a.breakdown.itertuples()
     compute_pct = 100.0 * row.compute_ns / row.wall_ns
     assert compute_pct == pytest.approx(100 * raw["summary"][0]["total_active_time_percent"], abs=0.5)
+
+
+def test_hardware_timestamps_in_ticks_are_recognized_by_the_summary_total_time(raw, tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(raw))
+    meta = doc["metadata"][0]
+    meta["last_hw_timestamp"] = meta["first_hw_timestamp"] + TOTAL_NS * meta["ticks_per_nanosec"]
+    trace, messages = _import_doc(doc, tmp_path / "ticks.json")
+    assert _device(trace)["span_ns"] == TOTAL_NS
+    assert not any("span" in m for m in messages)
+    meta["last_hw_timestamp"] = meta["first_hw_timestamp"] + 3 * TOTAL_NS  # neither reading fits
+    trace, messages = _import_doc(doc, tmp_path / "odd.json")
+    assert _device(trace)["span_ns"] == 3 * TOTAL_NS
+    assert any("summary.total_time" in m for m in messages)
