@@ -236,3 +236,13 @@ async def test_tui_overview_shows_the_profiles_own_warning(inputs) -> None:
                     break
     assert "The profile itself warns: Missing DGE notifications" in text
     assert "NeuronCore 0 mostly" in text
+
+
+def test_a_misconfigured_aws_path_pointing_back_at_us_does_not_loop(tmp_path: Path) -> None:
+    loop = tmp_path / "ours"
+    loop.write_text(f'#!/bin/sh\nexec {sys.executable} -W ignore -m neuron_explorer "$@"\n')
+    loop.chmod(0o755)
+    r = _cli("view", "-d", "x", cwd=tmp_path, env={"NEURON_EXPLORER_AWS_CLI": str(loop)})
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert "handed 'view' back" in line
