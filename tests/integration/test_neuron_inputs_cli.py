@@ -246,3 +246,13 @@ def test_a_misconfigured_aws_path_pointing_back_at_us_does_not_loop(tmp_path: Pa
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert "handed 'view' back" in line
+
+
+def test_aws_words_after_one_of_our_commands_stay_ours() -> None:
+    from neuron_explorer.cli import COMMANDS
+    from neuron_explorer.cli.aws import aws_command
+
+    assert aws_command(["record", "train.py", "--show-profile-schema"], tuple(COMMANDS)) is None
+    assert aws_command(["info", "view"], tuple(COMMANDS)) is None
+    assert aws_command(["--show-profile-schema"], tuple(COMMANDS)) == "--show-profile-schema"
+    assert aws_command(["view", "-d", "x"], tuple(COMMANDS)) == "view"
