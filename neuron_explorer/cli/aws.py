@@ -38,10 +38,11 @@ def installed_aws_cli() -> Path | None:
 
 def aws_command(argv: Sequence[str], ours: Sequence[str]) -> str | None:
     """The AWS subcommand or option ``argv`` asks for, or None when it is one of ours."""
-    for arg in argv:
-        if arg in AWS_OPTIONS or arg.split("=", 1)[0] in AWS_OPTIONS:
-            return arg.split("=", 1)[0]
     first = next((a for a in argv if not a.startswith("-")), None)
+    # Top-level options only: after a subcommand, arguments belong to it (record passes them on).
+    for arg in argv[: argv.index(first) if first is not None else len(argv)]:
+        if arg.split("=", 1)[0] in AWS_OPTIONS:
+            return arg.split("=", 1)[0]
     if first in AWS_SUBCOMMANDS and first not in ours:
         return first
     return None

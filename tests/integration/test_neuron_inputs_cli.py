@@ -140,18 +140,25 @@ def _bad_inputs(d: Path) -> dict[str, Path]:
     return {p.name: p for p in d.iterdir() if p.name != "good.json"}
 
 
-@pytest.mark.parametrize("command", ["convert", "info", "analyze", "report"])
-def test_bad_neuron_inputs_get_one_line_exit_3_and_no_output(command: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["convert", "info", "analyze", "report", "tui", "mcp"])
+def test_bad_neuron_inputs_get_one_line_exit_3_and_no_output(command: str, tmp_path: Path, capsys) -> None:
     bad = _bad_inputs(tmp_path)
     for name, path in bad.items():
         out = tmp_path / f"out-{command}-{name}"
-        args = [command, str(path)] + (["-o", str(out)] if command != "info" else [])
-        r = _cli(*args, cwd=tmp_path)
-        assert r.returncode == 3, (name, r.stdout, r.stderr)
-        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        assert len(lines) == 1 and lines[0].startswith("neuron-explorer: error:"), (name, r.stderr)
-        assert "Traceback" not in r.stderr and not r.stdout.strip()
+        args = [command, str(path)] + (["-o", str(out)] if command in ("convert", "analyze", "report") else [])
+        rc, stdout, stderr = _run(capsys, *args)
+        assert rc == 3, (name, stdout, stderr)
+        lines = [ln for ln in stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("neuron-explorer: error:"), (name, stderr)
+        assert str(path.name) in lines[0] and not stdout.strip()
         assert not out.exists()
+
+
+def test_a_bad_neuron_input_through_the_real_process_prints_no_traceback(tmp_path: Path) -> None:
+    path = _bad_inputs(tmp_path)["wrong_type.json"]
+    r = _cli("analyze", str(path), "-o", str(tmp_path / "a.txt"), cwd=tmp_path)
+    assert r.returncode == 3 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "a.txt").exists()
 
 
 # ------------------------------------------------------------------ beside AWS's neuron-explorer
@@ -229,3 +236,23 @@ async def test_tui_overview_shows_the_profiles_own_warning(inputs) -> None:
                     break
     assert "The profile itself warns: Missing DGE notifications" in text
     assert "NeuronCore 0 mostly" in text
+
+
+def test_a_misconfigured_aws_path_pointing_back_at_us_does_not_loop(tmp_path: Path) -> None:
+    loop = tmp_path / "ours"
+    loop.write_text(f'#!/bin/sh\nexec {sys.executable} -W ignore -m neuron_explorer "$@"\n')
+    loop.chmod(0o755)
+    r = _cli("view", "-d", "x", cwd=tmp_path, env={"NEURON_EXPLORER_AWS_CLI": str(loop)})
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert "handed 'view' back" in line
+
+
+def test_aws_words_after_one_of_our_commands_stay_ours() -> None:
+    from neuron_explorer.cli import COMMANDS
+    from neuron_explorer.cli.aws import aws_command
+
+    assert aws_command(["record", "train.py", "--show-profile-schema"], tuple(COMMANDS)) is None
+    assert aws_command(["info", "view"], tuple(COMMANDS)) is None
+    assert aws_command(["--show-profile-schema"], tuple(COMMANDS)) == "--show-profile-schema"
+    assert aws_command(["view", "-d", "x"], tuple(COMMANDS)) == "view"

@@ -128,3 +128,17 @@ def test_small_dma_uses_aws_4_kib_and_reads_transfers_not_packets(tmp_path: Path
     (f,) = analyze(_import(tmp_path / "q"), rules=["neuron_small_dma"]).findings
     assert f.threshold["small_bytes"]["value"] == 4096
     assert f.metrics["median_small_bytes"]["value"] == 2048
+
+
+def test_an_export_with_only_summary_and_metadata_is_metrics_only(tmp_path: Path) -> None:
+    synth.write_parquet_export(tmp_path / "full", synth.SynthSpec())
+    (tmp_path / "p").mkdir()
+    for name in ("Summary", "Metadata"):
+        (tmp_path / "p" / f"{name}.parquet").write_bytes((tmp_path / "full" / f"{name}.parquet").read_bytes())
+    with pytest.warns(UserWarning, match="metrics, no instruction"):
+        trace = import_neuron_profile(tmp_path / "p")
+    s = pq.read_table(tmp_path / "p" / "Summary.parquet").to_pylist()[0]
+    d = trace.metadata["neuron"]["devices"][0]
+    assert trace.num_events == 0 and d["metrics_only"]
+    assert d["metrics"]["mfu_estimated_pct"] == pytest.approx(100 * s["mfu_estimated_percent"])
+    assert analyze(trace).summary["verdict"].startswith("NeuronCore 0")

@@ -232,6 +232,8 @@ def test_flags_read_yes_no_true_false_strings_and_booleans() -> None:
     values = pd.Series(["yes", "no", "true", "false", "Yes", " NO ", True, False, None, 1, 0, "maybe"], dtype=object)
     expected = [True, False, True, False, True, False, True, False, False, True, False, False]
     assert flags(values).tolist() == expected
+    assert flags(pd.Series([True, None, False], dtype="boolean")).tolist() == [True, False, False]
+    assert flags(pd.Series([True, False])).tolist() == [True, False]
 
 
 def test_semaphore_waits_are_not_engine_work(raw, events) -> None:
@@ -294,6 +296,9 @@ def test_hlo_and_layer_become_grouping_columns_and_an_operator_table(raw, trace,
     assert set(kernels["src_module"].dropna().astype(str)) == {
         r["layer"] for r in raw["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"
     }
+    assert sorted(kernels["hlo_name"].astype(str)) == sorted(
+        r["hlo_name"] for r in raw["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"
+    )
     ops = analyze(trace).neuron_operators
     expected: dict[tuple[str, str], int] = {}
     for r in raw["instruction"]:
@@ -395,3 +400,29 @@ def test_tables_and_fields_not_imported_are_listed(raw, trace, tmp_path: Path) -
     traced, _ = _import_doc(doc, tmp_path / "more.json")
     assert _device(traced)["unknown_columns"] == {"instruction": ["mystery_field"], "dma": ["dge_mode"]}
     assert '"mystery_field":1' in traced.to_pandas()["args"].dropna().str.cat()  # kept in args
+
+
+def test_the_step_time_breakdown_covers_the_profiled_window(raw, trace) -> None:
+    from neuron_explorer.analyzers.context import PROFILE_WINDOW_CATEGORY
+    from neuron_explorer.collectors.neuron.events import CAT_WINDOW
+
+    assert CAT_WINDOW == PROFILE_WINDOW_CATEGORY  # the importer and the analyzers agree
+    a = analyze(trace)
+    total_ns = raw["summary"][0]["total_time"] * 1e9
+    assert a.summary["wall_ns"] == pytest.approx(total_ns, rel=0.01)
+    (row,) = a.breakdown.itertuples()
+    compute_pct = 100.0 * row.compute_ns / row.wall_ns
+    assert compute_pct == pytest.approx(100 * raw["summary"][0]["total_active_time_percent"], abs=0.5)
+
+
+def test_hardware_timestamps_in_ticks_are_recognized_by_the_summary_total_time(raw, tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(raw))
+    meta = doc["metadata"][0]
+    meta["last_hw_timestamp"] = meta["first_hw_timestamp"] + TOTAL_NS * meta["ticks_per_nanosec"]
+    trace, messages = _import_doc(doc, tmp_path / "ticks.json")
+    assert _device(trace)["span_ns"] == TOTAL_NS
+    assert not any("span" in m for m in messages)
+    meta["last_hw_timestamp"] = meta["first_hw_timestamp"] + 3 * TOTAL_NS  # neither reading fits
+    trace, messages = _import_doc(doc, tmp_path / "odd.json")
+    assert _device(trace)["span_ns"] == 3 * TOTAL_NS
+    assert any("summary.total_time" in m for m in messages)

@@ -55,11 +55,16 @@ def resolve_queues(df: pd.DataFrame, info: pd.DataFrame) -> tuple[pd.Series, pd.
         text = _text(dq)
         name = name.where(name != "", text.where(num.isna() & (text != ""), ""))
     if "subgroup" in df:
-        sub = _text(df["subgroup"]).str.extract(_SUBGROUP)
-        qidx = qidx.fillna(pd.to_numeric(sub["q"], errors="coerce"))
-        name = name.where(name != "", sub["prefix"].fillna(""))
+        # Few distinct subgroups among many rows: parse each once.
+        codes, uniques = pd.factorize(_text(df["subgroup"]))
+        parsed = pd.Series(uniques, dtype=object).str.extract(_SUBGROUP)
+        sub_q = pd.to_numeric(parsed["q"], errors="coerce").to_numpy(np.float64)
+        sub_prefix = parsed["prefix"].fillna("").to_numpy(dtype=object)
+        qidx = qidx.fillna(pd.Series(sub_q[codes] if len(uniques) else np.nan, index=df.index))
+        name = name.where(name != "", pd.Series(sub_prefix[codes] if len(uniques) else "", index=df.index))
     if "queue_idx" in df:
         qidx = qidx.fillna(pd.to_numeric(df["queue_idx"], errors="coerce"))
+    qidx = qidx.where(np.isfinite(qidx) & (qidx == np.round(qidx)) & (qidx.abs() < 2**31))
     by_idx = info.dropna(subset=["q_idx", "q_name"]).drop_duplicates("q_idx")
     if len(by_idx):
         looked = qidx.map(dict(zip(by_idx["q_idx"], by_idx["q_name"].astype(str))))

@@ -122,6 +122,7 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         wait = ins["is_wait"].to_numpy(bool)
         cols["kind"] = pa.array(np.where(wait, Kind.DEVICE_ANNOTATION, Kind.KERNEL).astype(object), pa.string())
         cols["flops"] = _opt_int(ins["raw_flops"])
+        cols["hlo_name"] = _opt_str(ins["hlo_name"])
         has_src = ins["src_line"].to_numpy() >= 0
         src = {
             "src_file": pa.array(

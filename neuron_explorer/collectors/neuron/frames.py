@@ -39,7 +39,7 @@ def flags(series: pd.Series) -> np.ndarray:
     """
     if not len(series):
         return np.zeros(0, bool)
-    if pd.api.types.is_bool_dtype(series.dtype):
+    if pd.api.types.is_bool_dtype(series.dtype) and not pd.api.types.is_extension_array_dtype(series.dtype):
         return series.to_numpy(bool)
     text = series.astype(object).where(series.notna(), "").astype(str).str.strip().str.lower()
     cats = text.astype("category")
@@ -153,18 +153,15 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile, active: pd.Dat
 
 def memory_location(values: pd.Series) -> pd.Series:
     """``[["WEIGHT"]]``, ``["SB"]``, ``"[SB]"`` -> HBM / SBUF / PSUM / HOST (device DRAM is HBM)."""
-    text = (
-        values.astype(object)
-        .where(values.notna(), "")
-        .astype(str)
-        .str.upper()
-        .str.replace(r"[\[\]'\"\s]", "", regex=True)
-        .str.split(",")
-        .str[0]
+    # Few distinct spellings among many rows: normalize each distinct one once.
+    codes, uniques = pd.factorize(values.astype(object).where(values.notna(), "").astype(str))
+    tokens = (
+        pd.Series(uniques, dtype=object).str.upper().str.replace(r"[\[\]'\"\s]", "", regex=True).str.split(",").str[0]
     )
-    cats = text.astype("category")
-    mapping = {c: None if c in _UNKNOWN_MEMORY else _MEMORY_TOKENS.get(c, "HBM") for c in cats.cat.categories}
-    return cats.map(mapping).astype(object)
+    mapped = np.array(
+        [None if t in _UNKNOWN_MEMORY else _MEMORY_TOKENS.get(t, "HBM") for t in tokens.tolist()] + [None], dtype=object
+    )
+    return pd.Series(mapped[codes], index=values.index, dtype=object)
 
 
 def finish_ccops(df: pd.DataFrame) -> pd.DataFrame:

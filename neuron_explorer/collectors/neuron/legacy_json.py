@@ -223,14 +223,20 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     if first is not None and last is not None and last > first:
         profile.span_ns = round(last - first)
     total = _float(summary.get("total_time"))
+    tpn = _float(meta.get("ticks_per_nanosec"))
     if total and total > 0:
+        total_ns = total * 1e9
         if profile.span_ns is None:
-            profile.span_ns = round(total * 1e9)
-        elif abs(profile.span_ns - total * 1e9) > 0.05 * total * 1e9:
-            profile.warn(
-                f"hardware timestamps span {profile.span_ns:,} ns but summary.total_time is {total:g} s; "
-                "the span is taken from the timestamps"
-            )
+            profile.span_ns = round(total_ns)
+        elif abs(profile.span_ns - total_ns) > 0.05 * total_ns:
+            if tpn and tpn > 0 and abs(profile.span_ns / tpn - total_ns) <= 0.05 * total_ns:
+                # This file's hardware timestamps are ticks after all: the summary says so.
+                profile.span_ns = round(profile.span_ns / tpn)
+            else:
+                profile.warn(
+                    f"hardware timestamps span {profile.span_ns:,} ns but summary.total_time is {total:g} s; "
+                    "the span is taken from the timestamps"
+                )
     profile.device = core_index(summary.get("nc_idx", meta.get("nc_idx")), profile)
     return profile
 
