@@ -198,11 +198,15 @@ def test_bootstrap_confidence_follows_the_evidence():
 
 
 def test_warmup_steps_are_left_out_unless_asked(tmp_path):
-    steps = [5000, *STEADY]
-    t = ne.load(write(tmp_path / "w.json", kineto(steps, [300] * 9)))
-    d = diff_traces(t, t)
+    one = ne.load(write(tmp_path / "w1.json", kineto([5000, *STEADY], [300] * 9)))
+    two = ne.load(write(tmp_path / "w2.json", kineto([5000, 4000, *STEADY], [300] * 10)))
+    d = diff_traces(one, one)
     assert d.base["num_steps"] == 8 and d.base["warmup_dropped"] == 1
-    assert diff_traces(t, t, include_warmup=True).base["num_steps"] == 9
+    assert diff_traces(one, one, include_warmup=True).base["num_steps"] == 9
+    # one warm-up step on one side, two on the other: both drop two, the same part of the run
+    d = diff_traces(one, two)
+    assert (d.base["warmup_dropped"], d.new["warmup_dropped"]) == (2, 2)
+    assert (d.base["num_steps"], d.new["num_steps"]) == (7, 8)
 
 
 def test_gate_fails_only_past_the_threshold_and_on_the_chosen_metric(pair):
