@@ -122,10 +122,15 @@ def test_attribution_categories_add_up_to_the_step_time_on_both_sides():
 
 
 # ------------------------------------------------------------------ synthetic traces
-def kineto(step_us: list[float], gemm_us: list[float], item_calls: list[int] | None = None) -> dict:
+def kineto(
+    step_us: list[float],
+    gemm_us: list[float],
+    item_calls: list[int] | None = None,
+    allreduce_bytes: tuple[int, ...] = (),
+) -> dict:
     """A Kineto trace: one ProfilerStep per entry, each with an aten::mm that launches a gemm
     kernel of the given duration; ``item_calls`` adds that many aten::item + cudaMemcpyAsync +
-    DtoH memcpy per step."""
+    DtoH memcpy per step; ``allreduce_bytes``: one NCCL all-reduce kernel of each size per step."""
     ev: list[dict] = []
     t, corr = 1_000_000.0, 1
     for i, (dur, g) in enumerate(zip(step_us, gemm_us)):
@@ -134,6 +139,11 @@ def kineto(step_us: list[float], gemm_us: list[float], item_calls: list[int] | N
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2, "dur": 5, "args": {"correlation": corr}})  # fmt: skip
         ev.append({"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": t + 10, "dur": g, "args": {"correlation": corr, "device": 0, "stream": 7}})  # fmt: skip
         corr += 1
+        for j, size in enumerate(allreduce_bytes):
+            s = t + 20 + g + 100 * j
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 3 + j, "dur": 1, "args": {"correlation": corr}})  # fmt: skip
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "pid": 0, "tid": 9, "ts": s, "dur": 50, "args": {"correlation": corr, "device": 0, "stream": 9, "Collective name": "allreduce", "In msgsize": size}})  # fmt: skip
+            corr += 1
         for k in range((item_calls or [0] * len(step_us))[i]):
             s = t + 30 + g + 10 * k
             ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": s, "dur": 8, "args": {"Input Dims": [[]]}})  # fmt: skip
@@ -328,3 +338,14 @@ def test_lines_match_across_an_edit_and_across_checkouts():
     # without the sources, lines match by number (and the moved ones cannot be told apart)
     kb2, kn2 = line_keys(base, new, None)
     assert set(kb2["line_key"]) < set(kn2["line_key"])
+
+
+def test_collectives_compare_by_name_and_message_size(tmp_path):
+    mb = 1 << 20
+    base = write(tmp_path / "a.json", kineto(STEADY, [300] * 8, allreduce_bytes=(4 * mb,)))
+    new = write(tmp_path / "b.json", kineto(STEADY, [300] * 8, allreduce_bytes=(4 * mb, 8 * mb)))
+    t = diff_traces(ne.load(base), ne.load(new)).tables["collectives"].set_index(["name", "bytes"])
+    assert t.loc[("allreduce", 4 * mb), "status"] == "same"
+    row = t.loc[("allreduce", 8 * mb)]
+    assert row["status"] == "new" and row["new_count"] == 1 and row["new_ns"] == 50_000
+    assert row["label"] == "allreduce (8.0 MB)"
