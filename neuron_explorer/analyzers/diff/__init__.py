@@ -117,9 +117,13 @@ def diff_traces(
 ) -> TraceDiff:
     """Compare ``new`` against ``base``. ``read_lines(path)`` (the lines of a source file, or
     None) lets lines match across code versions; analyses already computed can be passed in."""
-    analyses = [a if a is not None else analyze(t, rules=[]) for t, a in ((base, base_analysis), (new, new_analysis))]
+    frames = [TraceFrames(base), TraceFrames(new)]  # shared with the analyses: each column converted once
+    analyses = [
+        a if a is not None else analyze(t, rules=[], frames=f)
+        for t, a, f in zip((base, new), (base_analysis, new_analysis), frames)
+    ]
     skip = 0 if include_warmup else max(warmup_steps(a) for a in analyses)
-    b, n = (build_side(t, a, TraceFrames(t), skip) for t, a in zip((base, new), analyses))
+    b, n = (build_side(t, a, f, skip) for t, a, f in zip((base, new), analyses, frames))
     tables: dict[str, pd.DataFrame] = {}
     for name in TABLES:
         if name == "source_lines":
