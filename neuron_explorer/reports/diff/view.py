@@ -95,7 +95,7 @@ def build(d: TraceDiff, top: int = 10, checks: list[GateCheck] | None = None, th
     ci = "" if math.isnan(step["ci_low_ns"]) else f", 95% interval [{signed_ns(step['ci_low_ns'])}, {signed_ns(step['ci_high_ns'])}]"  # fmt: skip
     headline = (
         f"Step time {fmt_ns(step['base_ns'])} -> {fmt_ns(step['new_ns'])} per step: {signed_ns(step['delta_ns'])} "
-        f"({pct(step['delta_pct'])}){ci}, confidence {confidence(step['confidence'])}"
+        f"({pct(step['delta_pct'])}){ci}, confidence {confidence(step['confidence']) if step['delta_ns'] else '-'}"
     )
     view = DiffView(title=title, headline=headline, answer=[a["text"] for a in d.answer], notes=list(d.notes))
     rows = []
