@@ -145,19 +145,21 @@ def analyze(
     rules: Iterable[str] | None = None,
     thresholds: Mapping[str, float] | None = None,
     device_spec: DeviceSpec | str | None = None,
+    frames: TraceFrames | None = None,
 ) -> Analysis:
     """Compute all metrics, then run the rules (all when ``rules`` is None; ids or families).
 
     ``thresholds`` overrides rule thresholds by ``"rule_id.name"`` (e.g. ``{"device_idle.idle_pct": 20}``).
     ``device_spec``: the device whose peaks the op roofline uses (a ``DeviceSpec``, a name from
     ``analyzers.perf.DEVICES`` or a TOML file); by default detected from the trace.
+    ``frames``: the trace's ``TraceFrames`` when the caller already has them (``diff`` shares them).
     """
     from neuron_explorer.analyzers.rules import all_rules, run_rules
 
     registry = all_rules()
     selected = _select_rules(registry, rules)
     timings: dict[str, float] = {}
-    frames = TraceFrames(trace)
+    frames = frames if frames is not None else TraceFrames(trace)
 
     def timed(name: str, fn: Any, *args: Any) -> Any:
         t0 = time.perf_counter()

@@ -122,10 +122,15 @@ def test_attribution_categories_add_up_to_the_step_time_on_both_sides():
 
 
 # ------------------------------------------------------------------ synthetic traces
-def kineto(step_us: list[float], gemm_us: list[float], item_calls: list[int] | None = None) -> dict:
+def kineto(
+    step_us: list[float],
+    gemm_us: list[float],
+    item_calls: list[int] | None = None,
+    allreduce_bytes: tuple[int, ...] = (),
+) -> dict:
     """A Kineto trace: one ProfilerStep per entry, each with an aten::mm that launches a gemm
     kernel of the given duration; ``item_calls`` adds that many aten::item + cudaMemcpyAsync +
-    DtoH memcpy per step."""
+    DtoH memcpy per step; ``allreduce_bytes``: one NCCL all-reduce kernel of each size per step."""
     ev: list[dict] = []
     t, corr = 1_000_000.0, 1
     for i, (dur, g) in enumerate(zip(step_us, gemm_us)):
@@ -134,6 +139,11 @@ def kineto(step_us: list[float], gemm_us: list[float], item_calls: list[int] | N
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2, "dur": 5, "args": {"correlation": corr}})  # fmt: skip
         ev.append({"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": t + 10, "dur": g, "args": {"correlation": corr, "device": 0, "stream": 7}})  # fmt: skip
         corr += 1
+        for j, size in enumerate(allreduce_bytes):
+            s = t + 20 + g + 100 * j
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 3 + j, "dur": 1, "args": {"correlation": corr}})  # fmt: skip
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "pid": 0, "tid": 9, "ts": s, "dur": 50, "args": {"correlation": corr, "device": 0, "stream": 9, "Collective name": "allreduce", "In msgsize": size}})  # fmt: skip
+            corr += 1
         for k in range((item_calls or [0] * len(step_us))[i]):
             s = t + 30 + g + 10 * k
             ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": s, "dur": 8, "args": {"Input Dims": [[]]}})  # fmt: skip
@@ -198,11 +208,15 @@ def test_bootstrap_confidence_follows_the_evidence():
 
 
 def test_warmup_steps_are_left_out_unless_asked(tmp_path):
-    steps = [5000, *STEADY]
-    t = ne.load(write(tmp_path / "w.json", kineto(steps, [300] * 9)))
-    d = diff_traces(t, t)
+    one = ne.load(write(tmp_path / "w1.json", kineto([5000, *STEADY], [300] * 9)))
+    two = ne.load(write(tmp_path / "w2.json", kineto([5000, 4000, *STEADY], [300] * 10)))
+    d = diff_traces(one, one)
     assert d.base["num_steps"] == 8 and d.base["warmup_dropped"] == 1
-    assert diff_traces(t, t, include_warmup=True).base["num_steps"] == 9
+    assert diff_traces(one, one, include_warmup=True).base["num_steps"] == 9
+    # one warm-up step on one side, two on the other: both drop two, the same part of the run
+    d = diff_traces(one, two)
+    assert (d.base["warmup_dropped"], d.new["warmup_dropped"]) == (2, 2)
+    assert (d.base["num_steps"], d.new["num_steps"]) == (7, 8)
 
 
 def test_gate_fails_only_past_the_threshold_and_on_the_chosen_metric(pair):
@@ -214,6 +228,11 @@ def test_gate_fails_only_past_the_threshold_and_on_the_chosen_metric(pair):
     assert [c.metric for c in gate(d, 5.0, ["step"])] == ["step"]
     idle_only = gate(d, 5.0, ["idle"])
     assert [c.metric for c in idle_only] == ["idle"]
+    # the gemm kernel added 150 us of compute to a 1 ms step; the new copies 15 us of memcpy
+    m = d.metrics.set_index("metric")
+    assert m.loc["compute", "delta_pct"] == pytest.approx(15.0, abs=0.2)
+    assert [c.failed for c in gate(d, 5.0, ["compute", "memcpy"])] == [True, False]
+    assert [c.metric for c in gate(d, 5.0, ["categories"])] == d.categories
     with pytest.raises(DiffError, match="unknown metric"):
         gate(d, 5.0, ["stpe"])
 
@@ -324,3 +343,14 @@ def test_lines_match_across_an_edit_and_across_checkouts():
     # without the sources, lines match by number (and the moved ones cannot be told apart)
     kb2, kn2 = line_keys(base, new, None)
     assert set(kb2["line_key"]) < set(kn2["line_key"])
+
+
+def test_collectives_compare_by_name_and_message_size(tmp_path):
+    mb = 1 << 20
+    base = write(tmp_path / "a.json", kineto(STEADY, [300] * 8, allreduce_bytes=(4 * mb,)))
+    new = write(tmp_path / "b.json", kineto(STEADY, [300] * 8, allreduce_bytes=(4 * mb, 8 * mb)))
+    t = diff_traces(ne.load(base), ne.load(new)).tables["collectives"].set_index(["name", "bytes"])
+    assert t.loc[("allreduce", 4 * mb), "status"] == "same"
+    row = t.loc[("allreduce", 8 * mb)]
+    assert row["status"] == "new" and row["new_count"] == 1 and row["new_ns"] == 50_000
+    assert row["label"] == "allreduce (8.0 MB)"

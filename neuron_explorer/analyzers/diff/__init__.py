@@ -20,7 +20,7 @@ from neuron_explorer.analyzers.analysis import _jsonable, analyze, records
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.diff.compare import attach_lines, compare_items, compare_lines, compare_metrics
 from neuron_explorer.analyzers.diff.lines import ReadLines
-from neuron_explorer.analyzers.diff.sides import FAMILY_KEYS, Side, build_side
+from neuron_explorer.analyzers.diff.sides import FAMILY_KEYS, Side, build_side, warmup_steps
 from neuron_explorer.analyzers.diff.stats import MIN_STEPS
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
@@ -117,11 +117,13 @@ def diff_traces(
 ) -> TraceDiff:
     """Compare ``new`` against ``base``. ``read_lines(path)`` (the lines of a source file, or
     None) lets lines match across code versions; analyses already computed can be passed in."""
-    sides = []
-    for trace, analysis in ((base, base_analysis), (new, new_analysis)):
-        a = analysis if analysis is not None else analyze(trace, rules=[])
-        sides.append(build_side(trace, a, TraceFrames(trace), include_warmup))
-    b, n = sides
+    frames = [TraceFrames(base), TraceFrames(new)]  # shared with the analyses: each column converted once
+    analyses = [
+        a if a is not None else analyze(t, rules=[], frames=f)
+        for t, a, f in zip((base, new), (base_analysis, new_analysis), frames)
+    ]
+    skip = 0 if include_warmup else max(warmup_steps(a) for a in analyses)
+    b, n = (build_side(t, a, f, skip) for t, a, f in zip((base, new), analyses, frames))
     tables: dict[str, pd.DataFrame] = {}
     for name in TABLES:
         if name == "source_lines":
@@ -226,7 +228,10 @@ def _notes(d: TraceDiff, b: Side, n: Side) -> list[str]:
         if not s.has_steps:
             notes.append(f"{label} has no ProfilerStep spans: the whole trace is one window (one step)")
         if s.warmup_dropped:
-            notes.append(f"{label}: {s.warmup_dropped} warm-up step(s) left out (--include-warmup keeps them)")
+            notes.append(
+                f"{label}: the first {s.warmup_dropped} step(s) left out as warm-up, as many on both sides "
+                "(--include-warmup keeps them)"
+            )
     if not d.enough_steps:
         notes.append(
             f"not enough steps for a confidence (fewer than {MIN_STEPS} per side): "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.diff.lines import ReadLines, line_keys, line_label
+from neuron_explorer.analyzers.diff.lines import ReadLines, line_keys
 from neuron_explorer.analyzers.diff.sides import FAMILY_KEYS, Side
 from neuron_explorer.analyzers.diff.stats import bootstrap_delta
 
@@ -125,7 +125,6 @@ def compare_lines(base: Side, new: Side, read_lines: ReadLines | None) -> pd.Dat
     # describe each line by its place in the new code (the base's for a line that is gone)
     desc = pd.concat([kn, kb], ignore_index=True).drop_duplicates("line_key")
     out = out.merge(desc, on="line_key", how="left")
-    out["label"] = [line_label(f, ln, t) for f, ln, t in zip(out["file_key"], out["src_line"], out["text"])]
     out = out.rename(columns={"file_key": "file", "src_line": "line", "src_func": "func"})
     return out[[*cols, *STAT_COLUMNS]]
 
@@ -141,11 +140,8 @@ def attach_lines(table: pd.DataFrame, family: str, base: Side, new: Side, read_l
     b, n, _, _ = _keyed_lines(lb, ln, read_lines)
     b = b.assign(per_step=-b["time_ns"] / max(base.num_samples, 1))
     n = n.assign(per_step=n["time_ns"] / max(new.num_samples, 1))
-    n["label"] = [line_label(f, x, t) for f, x, t in zip(n["file_key"], n["src_line"], n["text"])]
-    b["label"] = [line_label(f, x, t) for f, x, t in zip(b["file_key"], b["src_line"], b["text"])]
-    both = pd.concat(
-        [n, b], ignore_index=True
-    )  # new first: a line present on both sides is labelled as in the new code
+    # new first: a line present on both sides is labelled as in the new code
+    both = pd.concat([n, b], ignore_index=True)
     g = both.groupby([*keys, "line_key"], sort=False).agg(delta=("per_step", "sum"), label=("label", "first"))
     g = g.reset_index().merge(table[[*keys, "delta_ns"]], on=keys, how="inner")
     g["score"] = g["delta"] * np.sign(g["delta_ns"])

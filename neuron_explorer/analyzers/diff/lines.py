@@ -94,7 +94,8 @@ def line_keys(
     base: pd.DataFrame, new: pd.DataFrame, read_lines: ReadLines | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """For the distinct (src_file, src_line, src_func) rows of each side: ``line_key`` (equal on
-    both sides for the same line of code), ``file_key`` and ``text`` ("" when unreadable)."""
+    both sides for the same line of code), ``file_key``, ``text`` ("" when unreadable) and the
+    ``label`` it is shown with."""
     fb, fn = file_keys(set(base["src_file"]), set(new["src_file"]))
     src_b, src_n = _Source(read_lines, fb), _Source(read_lines, fn)
     # text matching for a file only when both sides can read it, else the keys could never meet
@@ -116,7 +117,8 @@ def line_keys(
                 line_key.append(f"{fk}\x00{ln}")
             file_key.append(fk)
             text.append(t)
-        return out.assign(line_key=line_key, file_key=file_key, text=text)
+        labels = [line_label(fk, ln, t) for fk, ln, t in zip(file_key, out["src_line"], text)]
+        return out.assign(line_key=line_key, file_key=file_key, text=text, label=labels)
 
     return keyed(base, fb, src_b), keyed(new, fn, src_n)
 
@@ -126,6 +128,7 @@ def line_label(file_key: str, line: int, text: str = "", max_text: int = 60) -> 
     parts = file_key.replace("\\", "/").split("/")
     short = "/".join(parts[-2:])
     label = f"{short}:{int(line)}"
+    text = text.split("  # ", 1)[0].rstrip()  # an inline comment (PEP 8 style) is not the code
     if text:
         t = text if len(text) <= max_text else text[: max_text - 3] + "..."
         label += f" ({t})"

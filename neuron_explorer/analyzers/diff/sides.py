@@ -1,8 +1,10 @@
 """One side of a diff: its step samples and the per-sample totals of everything compared.
 
 A *sample* is one (rank, step) window of the step-time attribution (the whole trace of a rank
-when it has no ProfilerStep spans). Warm-up steps (``steps.step_table``) are left out unless
-asked for: they measure start-up, not the change. Every compared item (a kernel, an op, a
+when it has no ProfilerStep spans). Leading warm-up steps are left out unless asked for: they
+measure start-up, not the change. Both sides drop the same number of leading steps (the larger
+of their warm-up counts, ``warmup_steps``), so the same part of the program is compared even
+when warm-up detection, a ratio to the median, flags one step on one side and two on the other. Every compared item (a kernel, an op, a
 source line, a collective) is summed per sample, so a change is a per-step difference and its
 confidence comes from the spread over steps (``stats.bootstrap_delta``).
 
@@ -74,10 +76,21 @@ def _step_key(rank: np.ndarray, step: np.ndarray) -> np.ndarray:
     return (np.asarray(rank, np.int64) << 32) | (np.asarray(step, np.int64) & 0xFFFFFFFF)
 
 
-def build_side(trace: Trace, analysis: Any, frames: TraceFrames, include_warmup: bool = False) -> Side:
-    """Samples, attribution metrics and item totals of one analysed trace."""
+def warmup_steps(analysis: Any) -> int:
+    """The most warm-up steps any rank of the trace has (``steps.step_table``)."""
     steps = analysis.steps
-    kept = steps if include_warmup else steps[~steps["is_warmup"].astype(bool)]
+    if not len(steps):
+        return 0
+    return int(steps["is_warmup"].astype(bool).groupby(steps["rank"]).sum().max())
+
+
+def build_side(trace: Trace, analysis: Any, frames: TraceFrames, skip_leading: int = 0) -> Side:
+    """Samples, attribution metrics and item totals of one analysed trace, without the first
+    ``skip_leading`` steps of each rank (all of them kept when that would leave none)."""
+    steps = analysis.steps
+    position = steps.groupby("rank").cumcount() if len(steps) else pd.Series(dtype="int64")
+    real = steps["step"] != WHOLE_TRACE_STEP if len(steps) else pd.Series(dtype=bool)
+    kept = steps[~real | (position >= skip_leading)] if skip_leading else steps
     if not len(kept):
         kept = steps
     samples = kept[["rank", "step"]].reset_index(drop=True).astype("int64")
@@ -155,7 +168,7 @@ def build_side(trace: Trace, analysis: Any, frames: TraceFrames, include_warmup:
         item_lines=item_lines,
         lines=lines,
         has_steps=bool((samples["step"] != WHOLE_TRACE_STEP).any()),
-        warmup_dropped=len(steps) - len(kept),
+        warmup_dropped=skip_leading if len(kept) < len(steps) else 0,
         categories=[c[: -len("_ns")] for c in cats],
     )
 
@@ -272,12 +285,14 @@ def _line_events(
         & (host["src_line"].to_numpy() >= 0)
     )
     keep_dev = (dev_sample >= 0) & dev["src_file"].notna().to_numpy() & (dev["src_line"].to_numpy() >= 0)
-    files = pd.api.types.union_categoricals(
-        [host["src_file"].astype("category"), dev["src_file"].astype("category")], ignore_order=True
-    ).categories
-    funcs = pd.api.types.union_categoricals(
-        [host["src_func"].astype("category"), dev["src_func"].astype("category")], ignore_order=True
-    ).categories
+
+    def categories(column: str) -> pd.Index:
+        # the union of both frames' distinct values (their category dtypes may differ, e.g. an
+        # empty device frame on a CPU trace)
+        values = [np.asarray(df[column].astype("category").cat.categories, dtype=object) for df in (host, dev)]
+        return pd.Index(pd.unique(np.concatenate(values)))
+
+    files, funcs = categories("src_file"), categories("src_func")
 
     def part(df: pd.DataFrame, keep: np.ndarray, sample: np.ndarray, time_ns: np.ndarray) -> pd.DataFrame:
         return pd.DataFrame(

@@ -19,7 +19,7 @@ h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
 .answer li { margin: 4px 0; } code { background: #f2f4f7; padding: 1px 4px; border-radius: 3px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { padding: 4px 8px; border-bottom: 1px solid #e3e7ec; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child, td.from { text-align: left; white-space: normal; word-break: break-all; }
+th:first-child, td:first-child, .from { text-align: left; white-space: normal; word-break: break-all; }
 th { background: #f7f8fa; position: sticky; top: 0; }
 td.bar { width: 120px; } .bar span { display: inline-block; height: 10px; border-radius: 2px; }
 .slower { background: #d9534f; } .faster { background: #3c9d5d; }
@@ -30,7 +30,7 @@ td.bar { width: 120px; } .bar span { display: inline-block; height: 10px; border
 def _bar(cell: str, scale: float) -> str:
     """A bar for a signed time cell ("+1.2 ms"), relative to ``scale`` (the table's largest)."""
     value = _parse_ns(cell)
-    if value is None or not scale:
+    if not value or not scale:
         return '<td class="bar"></td>'
     width = max(1, round(100 * abs(value) / scale))
     cls = "slower" if value > 0 else "faster"
@@ -77,7 +77,9 @@ def render(view: DiffView) -> str:
         delta_col = next((i for i, c in enumerate(s.columns) if c.startswith("delta")), None)
         scale = max((abs(_parse_ns(r[delta_col]) or 0) for r in s.rows), default=0) if delta_col is not None else 0
         out.append("<table><thead><tr>")
-        out += [f"<th>{html_text(c)}</th>" for c in s.columns]
+        out += [
+            f'<th class="from">{html_text(c)}</th>' if c == "from" else f"<th>{html_text(c)}</th>" for c in s.columns
+        ]
         out.append("<th></th></tr></thead><tbody>")
         for r in s.rows:
             cells = [

@@ -95,7 +95,7 @@ def build(d: TraceDiff, top: int = 10, checks: list[GateCheck] | None = None, th
     ci = "" if math.isnan(step["ci_low_ns"]) else f", 95% interval [{signed_ns(step['ci_low_ns'])}, {signed_ns(step['ci_high_ns'])}]"  # fmt: skip
     headline = (
         f"Step time {fmt_ns(step['base_ns'])} -> {fmt_ns(step['new_ns'])} per step: {signed_ns(step['delta_ns'])} "
-        f"({pct(step['delta_pct'])}){ci}, confidence {confidence(step['confidence'])}"
+        f"({pct(step['delta_pct'])}){ci}, confidence {confidence(step['confidence']) if step['delta_ns'] else '-'}"
     )
     view = DiffView(title=title, headline=headline, answer=[a["text"] for a in d.answer], notes=list(d.notes))
     rows = []
@@ -113,19 +113,20 @@ def build(d: TraceDiff, top: int = 10, checks: list[GateCheck] | None = None, th
             ]
         )
     view.sections.append(Section("Step time and its attribution (per step)", METRIC_COLUMNS, rows))
-    for name in ("ops", "kernels", "source_lines", "collectives"):
+    for name in ("ops", "kernels", "source_lines", "collectives", "op_shapes", "kernel_shapes"):
         t = d.tables[name]
-        if not len(t):
-            continue
+        if not len(t) or (name.endswith("_shapes") and not (t["shapes"].astype(str) != "").any()):
+            continue  # by-shape tables only where shapes were recorded
         reg, imp = d.regressions(name).head(top), d.improvements(name).head(top)
         new_items, gone = int((t["status"] == "new").sum()), int((t["status"] == "gone").sum())
         note = f"{len(t)} items: {new_items} new, {gone} gone"
-        cols = ITEM_COLUMNS if name != "source_lines" else [c for c in ITEM_COLUMNS if c != "from"]
+        with_line = name in ("ops", "kernels", "collectives")  # the tables whose items carry a source line
+        cols = ITEM_COLUMNS if with_line else [c for c in ITEM_COLUMNS if c != "from"]
         for label, part in (("slower", reg), ("faster", imp)):
             if not len(part):
                 continue
             body = _item_rows(part, width)
-            if name == "source_lines":
+            if not with_line:
                 body = [r[:-1] for r in body]
             view.sections.append(Section(f"{TABLE_TITLES[name]}: {label}", cols, body, note))
     if checks is not None:
