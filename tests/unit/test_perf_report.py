@@ -164,3 +164,12 @@ def test_cli_device_spec_override_by_name_and_toml_and_a_clear_error(tmp_path):
         assert doc["tables"]["op_perf"][0]["peak_tflops_per_s"] == peak
     bad = run_cli("analyze", str(trace), "--device-spec", "H900", env=env)
     assert bad.returncode == 3 and "unknown device 'H900'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_roofline_and_category_figures_name_the_device_and_the_coverage():
+    t, a = qwen()
+    figs = build_report_data(t, a)["figures"]
+    assert figs["roofline"]["layout"]["title"]["text"].startswith("H100-SXM (trace device name")
+    cov = figs["op_categories"]["layout"]["title"]["text"]
+    assert f"{a.perf_summary['categorized_pct']:.1f}% of device time in a category" in cov
+    assert f"{a.perf_summary['modelled_pct']:.1f}% modelled" in cov

@@ -35,18 +35,15 @@ def reference(device: str, report: str) -> pd.DataFrame:
     return pd.read_csv(DATA / f"perf_report_{device}" / f"{report}.csv")
 
 
-def _norm_dims(text: str) -> str:
-    return json.dumps(ast.literal_eval(text), separators=(",", ":"))
-
-
-def _norm_types(text: str) -> str:
+def _compact(text: str) -> str:
+    """TraceLens writes Python reprs (``[[8944, 1024], ...]``); op_perf compact JSON."""
     return json.dumps(ast.literal_eval(text), separators=(",", ":"))
 
 
 def matched(device: str, report: str) -> pd.DataFrame:
     """TraceLens's rows joined to ours on (name, shapes, dtypes)."""
     ref = reference(device, report)
-    ref = ref.assign(shapes=ref["Input Dims_first"].map(_norm_dims), dtypes=ref["Input type_first"].map(_norm_types))
+    ref = ref.assign(shapes=ref["Input Dims_first"].map(_compact), dtypes=ref["Input type_first"].map(_compact))
     ours = analysis(device).op_perf
     joined = ref.merge(ours, on=["name", "shapes", "dtypes"], how="left", suffixes=("_ref", ""))
     missing = joined[joined["gflops"].isna()]
@@ -85,7 +82,7 @@ def test_vector_op_bytes_match_tracelens(device, report):
     """Elementwise and reduction bytes agree within 1% (aten::mean: we count its real output,
     TraceLens one element; docs/rules.md)."""
     ref = reference(device, report)
-    ref = ref.assign(shapes=ref["Input Dims_first"].map(_norm_dims), dtypes=ref["Input type_first"].map(_norm_types))
+    ref = ref.assign(shapes=ref["Input Dims_first"].map(_compact), dtypes=ref["Input type_first"].map(_compact))
     ours = analysis(device).op_perf
     j = ref.merge(ours, on=["name", "shapes", "dtypes"], how="inner", suffixes=("_ref", ""))
     # TraceLens keeps rows per stride too; several of its rows can share our (name, shape, dtype)

@@ -64,10 +64,15 @@ def roofline_figure(op_perf: pd.DataFrame | None, perf_summary: dict[str, Any] |
                 "hovertemplate": "%{hovertext}<br>%{x:.3g} FLOP/byte, %{y:.3g} TFLOP/s<extra></extra>",
             }
         )
-    device = (perf_summary or {}).get("device")
+    summary = perf_summary or {}
+    device = summary.get("device")
     if device:
         data.extend(_roofs(device, float(df["flops_per_byte"].min()), float(df["flops_per_byte"].max())))
+        title = f"{device['name']} ({summary.get('device_source', '')}; {device.get('source', '')})"
+    else:
+        title = f"No device spec ({summary.get('device_source', 'unknown')}): no roofs; use --device-spec"
     layout = {
+        "title": {"text": plotly_text(title), "font": {"size": 12}, "x": 0.01, "xanchor": "left"},
         "xaxis": {"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
         "yaxis": {"type": "log", "title": {"text": "achieved TFLOP/s"}},
         "legend": {"orientation": "h", "y": -0.2},
@@ -98,6 +103,15 @@ def _roofs(device: dict[str, Any], lo: float, hi: float) -> list[dict[str, Any]]
     ]
 
 
+def _coverage_title(cats: pd.DataFrame) -> str:
+    total = float(cats["kernel_time_us"].sum())
+    if total <= 0:
+        return ""
+    other = float(cats.loc[cats["category"] == "other", "kernel_time_us"].sum())
+    covered = float((cats["kernel_time_us"] * cats["modelled_pct"].fillna(0) / 100).sum())
+    return f"{100 * (total - other) / total:.1f}% of device time in a category, {100 * covered / total:.1f}% modelled"
+
+
 def categories_figure(op_categories: pd.DataFrame | None) -> dict[str, Any] | None:
     """Device time per op category, split into the part the models cover and the rest."""
     if op_categories is None or not len(op_categories) or "kernel_time_us" not in op_categories:
@@ -124,6 +138,7 @@ def categories_figure(op_categories: pd.DataFrame | None) -> dict[str, Any] | No
     layout = {
         "barmode": "stack",
         "xaxis": {"title": {"text": "device time (ms)"}},
+        "title": {"text": plotly_text(_coverage_title(df)), "font": {"size": 12}, "x": 0.01, "xanchor": "left"},
         "yaxis": {"autorange": "reversed", "type": "category", "automargin": True},
         "legend": {"orientation": "h", "y": -0.3},
         "height": 120 + 30 * len(labels),
