@@ -58,7 +58,7 @@ def check_metadata(metadata: dict[str, Any], path: Path, repairs: Repairs) -> di
         if key in out and (type(out[key]) not in types or (bool not in types and type(out[key]) is bool)):
             repairs.add(f"metadata {key} of type {type(out[key]).__name__}", IGNORED)
             del out[key]
-    rank = out.get("rank", 0)
+    rank = out.setdefault("rank", 0)  # a trace written without one is rank 0
     if type(rank) is not int or not 0 <= rank <= INT32_MAX:
         repairs.add(f"metadata rank {str(rank)[:20]!r} (not an int32 >= 0; read as 0)", IGNORED)
         out["rank"] = 0
