@@ -8,15 +8,13 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.analysis import Analysis
-from neuron_explorer.trace.frames import env_excludes, is_library_path
+from neuron_explorer.trace.frames import env_excludes, path_origin
 
 
 def is_user_file(path: str | None) -> bool:
-    """The user's own code: not torch, the standard library, installed packages (as traces
-    write them, see ``trace.frames.is_library_path``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
-    if not path:
-        return False
-    return not is_library_path(str(path), env_excludes())
+    """The user's own code: not torch, the standard library, installed packages, this tool,
+    generated code (see ``trace.frames.path_origin``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
+    return bool(path) and path_origin(str(path), env_excludes()) == "user"
 
 
 def user_mask(files: pd.Series) -> np.ndarray:
