@@ -39,6 +39,7 @@ from neuron_explorer.collectors.deferred import DeferredTrace
 from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.source_attribution import attribute_source
 from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.collectors.step_tail import STEP_MARKER, trailing_partial_step
 from neuron_explorer.trace.arrow import (
     dict_parts,
     dictionary_from_codes,
@@ -642,7 +643,8 @@ def build_trace(
     del flow_id, is_flow, is_s, ac2g, fb
     trim()
 
-    # --- steps
+    # --- steps (a trailing partial step is demoted to a plain annotation, see collectors.step_tail)
+    dropped_steps = _drop_trailing_step(kind, name, start, dur)
     step = _assign_steps(kind, name, start, dur, op, launch, on_device)
 
     # --- source attribution
@@ -746,6 +748,8 @@ def build_trace(
     meta.setdefault("collector_version", __version__)
     meta["schema_version"] = SCHEMA_VERSION
     meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
+    if dropped_steps:
+        meta["dropped_steps"] = [{"rank": rank, **d} for d in dropped_steps]
     trim()
     return DeferredTrace(table, deferred, order, meta)
 
@@ -757,6 +761,22 @@ _DEFERRED_COLUMNS = ("args", "extra", "input_shapes", "input_types")
 def _reorder(arr: pa.Array | pa.ChunkedArray, take: pa.Array) -> pa.Array:
     out = arr.take(take)
     return out.chunk(0) if isinstance(out, pa.ChunkedArray) and out.num_chunks == 1 else out
+
+
+def _drop_trailing_step(kind: np.ndarray, name: _Words, start: np.ndarray, dur: np.ndarray) -> list[dict[str, Any]]:
+    """Demote the trailing partial ``ProfilerStep#N`` span (if any) to an annotation, in place;
+    returns what was dropped, for the trace metadata (``dropped_steps``)."""
+    step_rows = np.nonzero(kind == K[Kind.STEP])[0]
+    if step_rows.size < 2:
+        return []
+    numbers = np.array([int(_STEP_NAME.match(nm).group(1)) for nm in name.values(step_rows)], np.int64)  # type: ignore[union-attr]
+    markers = np.nonzero(name.test(STEP_MARKER.match))[0]
+    tail = trailing_partial_step(numbers, start[step_rows], dur[step_rows], start[markers])
+    if tail is None:
+        return []
+    rows = step_rows[numbers == tail]
+    kind[rows] = K[Kind.ANNOTATION]
+    return [{"step": tail, "dur_ns": int(dur[rows].max()), "reason": "trailing partial step"}]
 
 
 def _assign_steps(
