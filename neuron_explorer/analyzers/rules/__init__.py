@@ -22,6 +22,11 @@ __all__ = ["RULES", "Rule", "RuleContext", "RuleSkipped", "all_rules", "rule", "
 
 _loaded = False
 
+#: Severity follows cost: a finding whose cost is under this share of the wall time is at most
+#: ``info``, whatever its rule's default severity (rules whose cost is not time, such as
+#: ``memory_capacity``, declare ``cost_is_time=False`` and keep theirs).
+MIN_COST_PCT_ABOVE_INFO = 2.0
+
 
 def all_rules() -> dict[str, Rule]:
     """Every registered rule by id, in registration order (families sorted by module name)."""
@@ -48,6 +53,25 @@ def run_rules(
             reason = str(exc)
             skipped.append((r.id, reason if reason.startswith("skipped") else f"skipped: {reason}"))
             continue
-        findings.extend(found)
+        findings.extend(cap_severity_by_cost(found, r, analysis))
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id))
     return findings, skipped
+
+
+def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> list[Finding]:
+    """Lower to ``info`` every finding of ``r`` costing under ``MIN_COST_PCT_ABOVE_INFO`` % of the
+    wall time (the sum of the step windows), saying so in its message."""
+    from neuron_explorer.analyzers.rules._evidence import wall_ns
+
+    wall = wall_ns(analysis)
+    if not r.cost_is_time or wall <= 0:
+        return found
+    limit = MIN_COST_PCT_ABOVE_INFO / 100.0 * wall
+    for f in found:
+        if f.severity != "info" and f.cost_ns < limit:
+            f.message = (
+                f"{f.message} (Shown as info, not {f.severity}: it costs {100.0 * f.cost_ns / wall:.1f}% of the "
+                f"wall time, under {MIN_COST_PCT_ABOVE_INFO:g}%.)"
+            )
+            f.severity = "info"
+    return found

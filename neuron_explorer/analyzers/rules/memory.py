@@ -119,6 +119,7 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
     family="memory",
     title="Device memory near capacity",
     thresholds={"max_peak_pct": (90.0, "% of device memory")},
+    cost_is_time=False,  # the risk of running out of memory, not time spent
 )
 def memory_capacity(ctx: RuleContext) -> list[Finding]:
     """Peak reserved or allocated memory above ``max_peak_pct`` of the device's capacity
