@@ -55,20 +55,18 @@ LIBRARY_ROOTS: tuple[str, ...] = (
     ),
     "typing_extensions.py", "six.py",
 )  # fmt: skip
-#: Generated code: Inductor's output (``/tmp/torchinductor_<user>/..``), Triton's cache, TorchDynamo's
-#: frame wrappers (they stand where the compiled user function ran) and FX graph modules (``<eval_with_key>.3``, ``<fx ...>``). Not the user's code, but run on
+#: Generated code: Inductor's output (``/tmp/torchinductor_<user>/..``), Triton's cache and FX graph
+#: modules. TorchDynamo's own source (``torch/_dynamo/eval_frame.py``, whose ``disable`` wrappers
+#: every eager call passes through) is library code, not generated (``<eval_with_key>.3``, ``<fx ...>``). Not the user's code, but run on
 #: behalf of the user's compiled function.
 GENERATED_MARKERS: tuple[str, ...] = (
     "torchinductor_",
     "/.triton/cache/",
-    "/torch/_dynamo/",
     "<eval_with_key>",
     "<fx",
     "__compiled_fn",
     "__resume_at_",
 )
-#: Relative paths starting with these are generated code too (``torch/_dynamo/eval_frame.py``).
-GENERATED_ROOTS: tuple[str, ...] = ("torch/_dynamo/",)
 #: This tool's own files are user code only where they are what is profiled (the bundled demo).
 TOOL_USER_CODE: tuple[str, ...] = ("neuron_explorer/examples/",)
 #: The launcher scripts pip writes for this tool (``.venv/bin/neuron-explorer``).
@@ -102,7 +100,7 @@ def is_generated_path(path: str) -> bool:
     """True for code that torch.compile, Inductor, Triton or FX generated (see
     ``GENERATED_MARKERS``), as traces write it."""
     p = path.replace("\\", "/")
-    return any(m in p for m in GENERATED_MARKERS) or p.startswith(GENERATED_ROOTS)
+    return any(m in p for m in GENERATED_MARKERS)
 
 
 def path_origin(path: str | None, extra: tuple[str, ...] = (), include: tuple[str, ...] = ()) -> str:

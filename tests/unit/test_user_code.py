@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import pandas as pd
 import pytest
 
 from neuron_explorer.analyzers.rules._evidence import is_user_file
@@ -30,13 +31,14 @@ LIBRARY = [
     "/usr/local/lib/python3.10/dist-packages/scipy/ndimage/_interpolation.py",
     "torch/nn/modules/module.py",
     "scipy/ndimage/_interpolation.py",
+    "torch/_dynamo/eval_frame.py",  # Dynamo's own source: its disable wrappers run in eager code
+    "/opt/conda/lib/python3.10/site-packages/torch/_dynamo/eval_frame.py",
 ]
 GENERATED = [
     "/tmp/torchinductor_root/ab/cabcdef.py",
     "<eval_with_key>.3",
-    "torch/_dynamo/eval_frame.py",
-    "/opt/conda/lib/python3.10/site-packages/torch/_dynamo/eval_frame.py",
     "/root/.triton/cache/ab12/launcher.py",
+    "<fx_graph_module>",
 ]
 USER = [
     "train.py",
@@ -85,3 +87,40 @@ def test_the_environment_variable_excludes_more(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("NEURON_EXPLORER_EXCLUDE", "/project/vendor/")
     assert not is_user_file("/project/vendor/x.py")
     assert is_user_file("/project/train.py")
+
+
+def _py(name: str, ts: float, dur: float, pid: int = 1) -> dict:
+    return {"ph": "X", "cat": "python_function", "name": name, "pid": pid, "tid": 1, "ts": ts, "dur": dur}
+
+
+def _op(name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
+def test_imported_ops_under_generated_code_are_marked_generated_or_go_to_the_user_caller(tmp_path) -> None:
+    import json
+
+    import neuron_explorer as ne
+
+    inductor = "/tmp/torchinductor_root/ab/cabcdef.py"
+    events = [
+        # the user's function calls the compiled code: the op belongs to the user's function
+        _py("train.py(10): step", 0, 100),
+        _py("torch/_dynamo/eval_frame.py(600): _fn", 1, 98),
+        _py(f"{inductor}(30): call", 2, 96),
+        _op("aten::mm", 3, 10),
+        # compiled code run with no user frame above it (e.g. from a library's loop): generated
+        _py("site-packages/lightning/loop.py(5): run", 200, 100),
+        _py(f"{inductor}(30): call", 201, 98),
+        _op("aten::addmm", 202, 10),
+        # the launcher and the standard library are never the user's code
+        _py("neuron-explorer(8): <module>", 400, 100),
+        _py("traceback.py(200): format_stack", 401, 98),
+        _op("aten::add", 402, 10),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 0}))
+    ev = ne.load(path).events.to_pandas().set_index("name")
+    assert (ev.loc["aten::mm", "src_file"], ev.loc["aten::mm", "src_precision"]) == ("train.py", "function")
+    assert (ev.loc["aten::addmm", "src_file"], ev.loc["aten::addmm", "src_precision"]) == (inductor, "generated")
+    assert pd.isna(ev.loc["aten::add", "src_file"])
