@@ -107,7 +107,7 @@ def render_text(info: dict[str, Any]) -> None:
         console.print(
             f"Dropped {len(dropped)} trailing partial step(s), not counted as steps: "
             + ", ".join(f"rank {d.get('rank', 0)} #{d.get('step')} ({_ms(d.get('dur_ns'))})" for d in dropped)
-            + " (the span after the last step boundary, shorter than any full step)"
+            + " (the span after the last step boundary, without a step's work)"
         )
     src = info["source"]
     console.print(

@@ -6,9 +6,10 @@ the last a fraction of a step: ``neuron-explorer record`` ends a step at every o
 so the tail after the last one is such a span). Counted as a step it drags every per-step mean
 down and is flagged as an outlier step.
 
-The last span is such a tail when it is shorter than every earlier step and, where every earlier
-step holds a step marker (an ``Optimizer.step#`` span), it holds none; on traces without
-markers, when it is under half the shortest earlier step.
+The last span is such a tail when every earlier step holds a step marker (an ``Optimizer.step#``
+span) and it holds none: it has no step's work, whatever its length (a stalled process can make
+a tail of a few hundred microseconds last longer than a short step). On traces without markers,
+when it is under half the shortest earlier step.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ def trailing_partial_step(
     order = np.argsort(s0, kind="stable")
     s0, d, uniq = s0[order], d[order], uniq[order]
     shortest_full = int(d[:-1].min())
-    if d[-1] >= shortest_full:
-        return None
     if marker_start.size:
         idx = np.searchsorted(s0, marker_start, side="right") - 1
         inside = (idx >= 0) & (marker_start < (s0 + d)[np.maximum(idx, 0)])

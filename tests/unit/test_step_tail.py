@@ -80,3 +80,11 @@ def test_the_mi250_trace_loses_its_49us_tail(tmp_path: Path) -> None:
     assert dropped["step"] == int(last["name"].split("#")[1])
     assert abs(dropped["dur_ns"] - last["dur"] * 1000) <= 1
     assert len(analyze(t).steps) == len(host_steps) - 1
+
+
+def test_a_stalled_tail_without_the_step_marker_is_still_dropped(tmp_path: Path) -> None:
+    # the process was descheduled after the last optimizer step: the tail outlasts a short step
+    spans = [(0.0, 1000.0, True), (1000.0, 400.0, True), (1400.0, 1000.0, True), (2400.0, 700.0, False)]
+    t = ne.load(_kineto(tmp_path, spans))
+    assert [d["step"] for d in t.metadata["dropped_steps"]] == [3]
+    assert len(analyze(t).steps) == 3
