@@ -9,7 +9,7 @@ down and is flagged as an outlier step.
 The last span is such a tail when every earlier step holds a step marker (an ``Optimizer.step#``
 span) and it holds none: it has no step's work, whatever its length (a stalled process can make
 a tail of a few hundred microseconds last longer than a short step). On traces without markers,
-when it is under half the shortest earlier step.
+when it is under half the shortest of at least three earlier steps.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import numpy as np
 STEP_MARKER = re.compile(r"^Optimizer\.step#")
 #: Without markers, a tail is under this share of the shortest full step.
 UNMARKED_TAIL_SHARE = 0.5
+#: ... and only after this many full steps.
+MIN_FULL_STEPS_UNMARKED = 3
 
 
 def trailing_partial_step(
@@ -46,4 +48,8 @@ def trailing_partial_step(
         counts = np.bincount(idx[inside], minlength=uniq.size)
         if (counts[:-1] > 0).all():
             return int(uniq[-1]) if counts[-1] == 0 else None
+    # without markers only a clear outlier among several full steps: with one or two, a short
+    # last step is as likely a scheduled cycle's fastest one
+    if uniq.size - 1 < MIN_FULL_STEPS_UNMARKED:
+        return None
     return int(uniq[-1]) if d[-1] < UNMARKED_TAIL_SHARE * shortest_full else None

@@ -57,6 +57,8 @@ def test_without_markers_only_a_tail_under_half_the_shortest_step_is_dropped() -
     assert trailing_partial_step(numbers, start, np.array([1000, 900, 1000, 400]), none) == 3
     assert trailing_partial_step(numbers, start, np.array([1000, 900, 1000, 600]), none) is None
     assert trailing_partial_step(numbers, start, np.array([1000, 900, 1000, 1000]), none) is None
+    # one or two full steps say too little: a scheduled cycle's last step may just be its fastest
+    assert trailing_partial_step(numbers[:3], start[:3], np.array([1000, 900, 300]), none) is None
 
 
 def test_a_step_recorded_on_two_threads_is_one_step() -> None:
