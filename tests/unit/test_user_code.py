@@ -124,3 +124,31 @@ def test_imported_ops_under_generated_code_are_marked_generated_or_go_to_the_use
     assert (ev.loc["aten::mm", "src_file"], ev.loc["aten::mm", "src_precision"]) == ("train.py", "function")
     assert (ev.loc["aten::addmm", "src_file"], ev.loc["aten::addmm", "src_precision"]) == (inductor, "generated")
     assert pd.isna(ev.loc["aten::add", "src_file"])
+
+
+@pytest.mark.parametrize(("hot_file", "named"), [("/tmp/torchinductor_root/ab/cabc.py", False), ("train.py", True)])
+def test_host_hotspot_names_only_the_users_code(tmp_path, hot_file: str, named: bool) -> None:
+    """Inductor's generated wrapper spending 80% of the step in its own Python is not "your code";
+    the same time in the user's train.py is (the control: the rule can fire here)."""
+    import json
+
+    import neuron_explorer as ne
+    from neuron_explorer.analyzers import analyze
+
+    events = []
+    for i in range(4):
+        t0 = i * 10_000.0
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t0,
+             "dur": 10_000.0},
+            _py("run.py(3): main", t0 + 1, 9_998),
+            _py(f"{hot_file}(2533): call", t0 + 2, 8_000),
+            _op("aten::mm", t0 + 8_100, 1_000),
+        ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 0}))
+    a = analyze(ne.load(path))
+    hot = [f for f in a.findings if f.rule_id == "host_hotspot"]
+    assert bool(hot and hot[0].source_lines[0]["file"] == hot_file) is named
+    for f in a.findings:
+        assert all("torchinductor" not in str(sl.get("file")) for sl in f.source_lines)
