@@ -239,3 +239,27 @@ def test_no_warning_costs_under_two_percent_of_the_wall_time(path: Path) -> None
             # the wall time recomputed from the raw ProfilerStep spans (the trailing partial one
             # excluded by the importer is at most a sliver; 5% slack covers it)
             assert f.cost_ns >= 0.02 * length(union(steps)) * 0.95, (f.rule_id, f.cost_ns)
+
+
+def test_fp32_amp_share_of_device_time_launched_by_float_matmuls() -> None:
+    rel = "hta/backward_thread.json"
+    events = raw(rel)["traceEvents"]
+    matmuls = [
+        (e["ts"], e["ts"] + e["dur"], e["tid"])
+        for e in events
+        if e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::addmm") and "float" in e["args"]["Input type"]
+    ]
+    launch_at = {
+        e["args"]["correlation"]: (e["ts"], e["tid"]) for e in events if e.get("cat") == "cuda_runtime"
+    }  # a kernel's launch, by correlation; the launching op encloses it on the same thread
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    fp32 = sum(
+        k["dur"]
+        for k in kernels
+        if any(s <= launch_at[k["args"]["correlation"]][0] < e and t == launch_at[k["args"]["correlation"]][1]
+               for s, e, t in matmuls)
+    )  # fmt: skip
+    f = finding(analysis(rel), "fp32_amp")
+    assert close(f.metrics["fp32_matmul_pct"]["value"], 100.0 * fp32 / sum(k["dur"] for k in kernels))
+    # no deviceProperties: the GPU model is unknown, so bf16 only on compute capability 8.0+
+    assert "compute capability 8.0" in f.recommendation and "GradScaler" in f.recommendation
