@@ -90,3 +90,17 @@ def test_a_stalled_tail_without_the_step_marker_is_still_dropped(tmp_path: Path)
     t = ne.load(_kineto(tmp_path, spans))
     assert [d["step"] for d in t.metadata["dropped_steps"]] == [3]
     assert len(analyze(t).steps) == 3
+
+
+def test_info_says_how_many_steps_were_dropped(tmp_path: Path) -> None:
+    from neuron_explorer.trace.summary import describe
+    from tests.conftest import run_cli
+
+    spans = [(i * 1000.0, 1000.0, True) for i in range(3)] + [(3000.0, 200.0, False)]
+    path = _kineto(tmp_path, spans)
+    assert describe(ne.load(path))["dropped_steps"] == [
+        {"rank": 0, "step": 3, "dur_ns": 200_000, "reason": "trailing partial step"}
+    ]
+    proc = run_cli("info", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "Dropped 1 trailing partial step(s)" in proc.stdout and "#3" in proc.stdout
