@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import name_mask
+from neuron_explorer.analyzers.context import name_mask, ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import (
     lines_from,
@@ -98,7 +98,10 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
     if per_step < ctx.threshold("min_per_step"):
         return []
     ev = ctx.frames.launch_events
-    launch_ns = float(ev.loc[ev["event_id"].isin(small["event_id"]), "launch_dur_ns"].sum())
+    mine = pd.Index(ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy())).isin(
+        ukey(small["rank"].to_numpy(), small["event_id"].to_numpy())
+    )  # event ids are per rank
+    launch_ns = float(ev.loc[mine, "launch_dur_ns"].sum())
     tr, ids = ranges(small)
     return [
         ctx.finding(
