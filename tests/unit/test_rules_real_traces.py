@@ -18,9 +18,10 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.analyzers.rules import all_rules
+from tests.conftest import SHARED_FIXTURES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kineto"
+SHARED = SHARED_FIXTURES / "kineto"
 
 FILES = {
     "alexnet": DATA / "hta/alexnet_a100.json.gz",

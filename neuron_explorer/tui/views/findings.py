@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
+from neuron_explorer.trace.units import format_line_value
 from neuron_explorer.tui.format import fmt_metric, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.views.overview import SEVERITY_STYLE
@@ -119,9 +120,9 @@ def finding_renderable(f: Finding, origin_ns: int = 0) -> Group:
         lines = Table(title="Source lines", title_justify="left", box=None, header_style="bold")
         lines.add_column("Line")
         lines.add_column("Function")
-        lines.add_column("Time", justify="right")
+        lines.add_column("Value", justify="right")
         for sl in f.source_lines[:MAX_LISTED]:
-            lines.add_row(f"{sl.get('file')}:{sl.get('line')}", str(sl.get("func") or ""), fmt_ns(sl.get("ns")))
+            lines.add_row(f"{sl.get('file')}:{sl.get('line')}", str(sl.get("func") or ""), format_line_value(sl))
         parts += [Text(""), lines]
     if f.time_ranges:
         shown = ", ".join(f"+{fmt_ns(s - origin_ns)}…+{fmt_ns(e - origin_ns)}" for s, e in f.time_ranges[:MAX_LISTED])
