@@ -788,6 +788,8 @@ def build_trace(
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
             mask = carried.get(k)
+            if mask is not None and k not in cols:  # a column this importer never derives (hlo_name)
+                cols[k] = pa.nulls(n, _plain_type(COLUMN_BY_NAME[k].type))
             cols[k] = v if mask is None else _where(mask, v, cols[k])
     raw.flow_id = None
     del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
@@ -836,6 +838,10 @@ def _zero_null(arr: pa.Array | None, n: int) -> pa.Array:
     return arr.fill_null(0) if arr.null_count else arr
 
 
+def _plain_type(typ: pa.DataType) -> pa.DataType:
+    return typ.value_type if pa.types.is_dictionary(typ) else typ
+
+
 def _where(mask: pa.Array, given: pa.Array, derived: pa.Array) -> pa.Array:
     """``given`` where ``mask`` is true, else ``derived`` (as plain, undictionaried types)."""
     if isinstance(mask, pa.ChunkedArray):
@@ -858,7 +864,10 @@ def _drop_trailing_step(kind: np.ndarray, name: _Words, start: np.ndarray, dur: 
     step_rows = np.nonzero(kind == K[Kind.STEP])[0]
     if step_rows.size < 2:
         return []
-    numbers = np.array([int(_STEP_NAME.match(nm).group(1)) for nm in name.values(step_rows)], np.int64)  # type: ignore[union-attr]
+    parsed = [int(_STEP_NAME.match(nm).group(1)) for nm in name.values(step_rows)]  # type: ignore[union-attr]
+    if not all(0 <= x < 2**31 for x in parsed):
+        return []  # step numbers past int32 are repaired with the step column (see _assign_steps)
+    numbers = np.array(parsed, np.int64)
     markers = np.nonzero(name.test(STEP_MARKER.match))[0]
     tail = trailing_partial_step(numbers, start[step_rows], dur[step_rows], start[markers])
     if tail is None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 SCHEMA_VERSION = "1.1.0"
+#: Columns added by a minor version: a file written before it lacks them by design (null there).
+ADDED_IN: dict[str, tuple[int, int]] = {"hlo_name": (1, 1)}
 SCHEMA_MAJOR = int(SCHEMA_VERSION.split(".")[0])
 
 #: Parquet footer key holding the JSON trace metadata.

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from neuron_explorer.trace.arrow import from_numpy, null_mask, to_numpy
 from neuron_explorer.trace.errors import TraceFormatError
 from neuron_explorer.trace.repairs import CLAMPED, IGNORED, NULLED, Repairs
-from neuron_explorer.trace.schema import COLUMN_BY_NAME
+from neuron_explorer.trace.schema import ADDED_IN, COLUMN_BY_NAME
 
 MAX_TIME_NS = 4 * 10**18
 INT32_MAX = 2**31 - 1
@@ -98,9 +98,12 @@ def _cast(col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray | None:
         return None
 
 
-def check_columns(table: pa.Table, wanted: list[str], rank: int, path: Path, repairs: Repairs) -> pa.Table:
+def check_columns(
+    table: pa.Table, wanted: list[str], rank: int, path: Path, repairs: Repairs, written_by: tuple[int, int] = (1, 0)
+) -> pa.Table:
     """``table`` with exactly the ``wanted`` schema columns, each of its schema type (``rank``:
-    the file's, for a missing rank column)."""
+    the file's, for a missing rank column; a column added after ``written_by``, the file's
+    schema (major, minor), is null without a repair: the file predates it)."""
     n = table.num_rows
     arrays: list[Any] = []
     fields: list[pa.Field] = []
@@ -110,7 +113,9 @@ def check_columns(table: pa.Table, wanted: list[str], rank: int, path: Path, rep
         if col is None:
             if name in REQUIRED:
                 raise TraceFormatError(f"trace is missing required column {name}", path)
-            if name == "rank":  # every row of a file is its rank's
+            if ADDED_IN.get(name, (0, 0)) > written_by:
+                col = pa.chunked_array([pa.nulls(n, want)], want)
+            elif name == "rank":  # every row of a file is its rank's
                 repairs.add("column rank missing (filled with the metadata rank)", NULLED, n)
                 col = pa.chunked_array([pa.array(np.full(n, rank, np.int32))], want)
             else:

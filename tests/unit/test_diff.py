@@ -291,7 +291,7 @@ def test_html_page_escapes_trace_strings_and_embeds_the_view(tmp_path):
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
     data = json.loads(page.split('id="diff-data">', 1)[1].split("</script>", 1)[0])
     kernels = next(s for s in data["sections"] if s["title"].startswith("Kernels") and "slower" in s["title"])
-    assert kernels["rows"][0][0] == evil and kernels["rows"][0][3:5] == ["+400.0 us", "new"]  # renamed: a new kernel
+    assert kernels["rows"][0][0] == evil and kernels["rows"][0][3:5] == ["+400 µs", "new"]  # renamed: a new kernel
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown", "html"])
@@ -320,7 +320,7 @@ async def test_tui_view_shows_the_answer_and_a_table_per_section(pair):
         assert app.query_one(TabbedContent).active == "diff-tab-1"
         kernels = next(i for i, s in enumerate(view.sections) if s.title.startswith("Kernels") and "slower" in s.title)
         table = app.query_one(f"#diff-table-{kernels}", DataTable)
-        assert table.get_row_at(0)[0] == "gemm_kernel" and table.get_row_at(0)[3] == "+150.0 us"
+        assert table.get_row_at(0)[0] == "gemm_kernel" and table.get_row_at(0)[3] == "+150 µs"
         await pilot.press("q")
 
 

@@ -41,3 +41,12 @@ def test_a_finding_at_exactly_the_cap_keeps_its_severity() -> None:
     a = _analysis([100_000_000])
     f = _finding("error", int(MIN_COST_PCT_ABOVE_INFO / 100 * 100_000_000))
     assert cap_severity_by_cost([f], all_rules()["device_idle"], a)[0].severity == "error"
+
+
+def test_a_warning_that_costs_half_the_run_or_more_is_an_error() -> None:
+    a = _analysis([50_000_000, 50_000_000])  # 100 ms of wall time
+    rule = all_rules()["host_bound"]
+    half, less = _finding("warning", 50_000_000), _finding("warning", 49_999_999)
+    out = cap_severity_by_cost([half, less], rule, a)
+    assert [f.severity for f in out] == ["error", "warning"]
+    assert "costs 50% of the wall time" in half.message

@@ -27,6 +27,8 @@ _loaded = False
 #: ``info``, whatever its rule's default severity (rules whose cost is not time, such as
 #: ``memory_capacity``, declare ``cost_is_time=False`` and keep theirs).
 MIN_COST_PCT_ABOVE_INFO = 2.0
+#: ... and a warning whose cost is at least this share of the wall time dominates the run: error.
+MIN_COST_PCT_FOR_ERROR = 50.0
 
 
 def all_rules() -> dict[str, Rule]:
@@ -66,6 +68,7 @@ def run_rules(
 
 def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> list[Finding]:
     """Lower to ``info`` every finding of ``r`` costing under ``MIN_COST_PCT_ABOVE_INFO`` % of the
+    wall time, and raise a warning costing ``MIN_COST_PCT_FOR_ERROR`` % or more to ``error``: the
     wall time (the step windows the attribution splits, or the whole trace without steps),
     saying so in its message."""
     from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns
@@ -74,6 +77,7 @@ def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> l
     if not r.cost_is_time or wall <= 0:
         return found
     limit = MIN_COST_PCT_ABOVE_INFO / 100.0 * wall
+    dominant = MIN_COST_PCT_FOR_ERROR / 100.0 * wall
     for f in found:
         if f.severity != "info" and f.cost_ns < limit:
             f.message = (
@@ -81,4 +85,10 @@ def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> l
                 f"wall time, under {MIN_COST_PCT_ABOVE_INFO:g}%.)"
             )
             f.severity = "info"
+        elif f.severity == "warning" and f.cost_ns >= dominant:
+            f.message = (
+                f"{f.message} (Shown as error: it costs {100.0 * f.cost_ns / wall:.0f}% of the wall time, "
+                f"{MIN_COST_PCT_FOR_ERROR:g}% or more.)"
+            )
+            f.severity = "error"
     return found
