@@ -47,6 +47,10 @@ RULE_CATEGORY: dict[str, str] = {
     "small_h2d": "copy",
     # distributed
     "exposed_comm": "communication",
+    # ranks: the wait a late rank causes shows as the others' exposed communication
+    "culprit_rank": "communication",
+    "slow_collective": "communication",
+    "rank_imbalance": "communication",
     # Trainium
     "neuron_low_mfu": "compute",
     "neuron_engine_bottleneck": "compute",
