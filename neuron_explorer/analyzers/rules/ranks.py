@@ -25,6 +25,10 @@ def _matched_or_skip(ctx: RuleContext) -> pd.DataFrame:
     return arrivals
 
 
+def _signed(ns: float) -> str:
+    return ("+" if ns >= 0 else "-") + ms(abs(ns))
+
+
 def _where(line: dict[str, Any]) -> str:
     if line.get("file"):
         return f"{line['file']}:{line['line']}" + (f" ({line['op']})" if line.get("op") else "")
@@ -67,8 +71,8 @@ def culprit_rank(ctx: RuleContext) -> list[Finding]:
             message=(
                 f"Rank {culprit} arrived last at {int(top['times_last'])} of {int(top['instances'])} collectives "
                 f"and caused {share:.0f}% of all waiting ({wait_pct:.1f}% of the other ranks' step time). Before "
-                f"those collectives it did more than the median rank: compute +{ms(extra['compute'])}, copies "
-                f"+{ms(extra['copy'])}, other (host work or idle) +{ms(extra['other'])}; mostly {cause}{where}."
+                f"those collectives, against the median rank: compute {_signed(extra['compute'])}, copies "
+                f"{_signed(extra['copy'])}, other (host work or idle) {_signed(extra['other'])}; mostly {cause}{where}."
             ),
             metrics={
                 "culprit_rank": metric(culprit, "rank"),
