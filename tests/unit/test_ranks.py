@@ -57,6 +57,9 @@ def test_planted_slow_rank_and_line_are_named(tmp: str, n: int, slow: int) -> No
     assert (first["last_rank"] == slow).all()
     assert first["wait_ns"].to_numpy() == pytest.approx((n - 1) * 20e6, rel=0.05)
     assert f"Rank {slow}" in f.title and "model.py:77" in f.title
+    # the planted work is also a load imbalance: the slow rank is the busiest in every step
+    (imb,) = [f for f in a.findings if f.rule_id == "rank_imbalance"]
+    assert imb.rank == slow and imb.metrics["busiest_rank"]["value"] == slow
 
 
 def test_balanced_run_names_nobody(tmp: str) -> None:
