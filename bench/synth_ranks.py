@@ -81,8 +81,9 @@ class _Rank:
 
 
 def generate(n_ranks: int, steps: int = 3, buckets: int = 4, slow_rank: int | None = None, slow_ms: float = 20.0,
-             seed: int = 0, bucket_mb: float = 25.0, link_gbps: float = 100.0) -> list[dict[str, Any]]:  # fmt: skip
-    """The Kineto trace (a JSON-able dict) of every rank, in rank order."""
+             seed: int = 0, bucket_mb: float = 25.0, link_gbps: float = 100.0, layers: int = 1) -> list[dict[str, Any]]:  # fmt: skip
+    """The Kineto trace (a JSON-able dict) of every rank, in rank order. ``layers`` multiplies the
+    kernels of the forward and backward passes (and divides their duration: same step time)."""
     ranks = [_Rank(r, random.Random(seed * 1_000_003 + r)) for r in range(n_ranks)]
     nelems = int(bucket_mb * (1 << 20) / 4)
     xfer = int(2 * (n_ranks - 1) / n_ranks * nelems * 4 / link_gbps)  # bytes / (GB/s) = ns
@@ -91,11 +92,13 @@ def generate(n_ranks: int, steps: int = 3, buckets: int = 4, slow_rank: int | No
         for rk in ranks:
             rk.host = rk.compute = rk.nccl = t
         for rk in ranks:
-            rk.compute_block("model.py(40): forward", "aten::mm", "gemm_fwd_kernel", 12, 1_500 * US)
+            rk.compute_block("model.py(40): forward", "aten::mm", "gemm_fwd_kernel", 12 * layers, 1_500 * US // layers)
         arrivals: list[list[tuple[int, _Rank]]] = []
         for b in range(buckets):
             for rk in ranks:
-                rk.compute_block("model.py(60): backward", "aten::mm", "gemm_bwd_kernel", 6, 1_200 * US)
+                rk.compute_block(
+                    "model.py(60): backward", "aten::mm", "gemm_bwd_kernel", 6 * layers, 1_200 * US // layers
+                )
                 if b == 0 and rk.rank == slow_rank:
                     n_extra = 8
                     rk.compute_block(f"{PLANTED_FILE}({PLANTED_LINE}): {PLANTED_FUNC}", PLANTED_OP,
@@ -155,8 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slow-rank", type=int, default=None)
     ap.add_argument("--slow-ms", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layers", type=int, default=1, help="multiply the kernels per pass (events per rank)")
     a = ap.parse_args(argv)
-    paths = write_run(a.output, a.ranks, steps=a.steps, slow_rank=a.slow_rank, slow_ms=a.slow_ms, seed=a.seed)
+    paths = write_run(
+        a.output, a.ranks, steps=a.steps, slow_rank=a.slow_rank, slow_ms=a.slow_ms, seed=a.seed, layers=a.layers
+    )
     print(f"wrote {len(paths)} ranks to {a.output}", file=sys.stderr)
     return 0
 
