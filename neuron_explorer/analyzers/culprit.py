@@ -87,29 +87,59 @@ def _window_work(frames: TraceFrames, windows: pd.DataFrame) -> tuple[pd.DataFra
     return work.astype("int64"), clipped
 
 
-def late_work(frames: TraceFrames, arrivals: pd.DataFrame, culprit: int) -> dict[str, Any]:
-    """What ``culprit`` did before the collectives it arrived last at, against the median rank.
-
-    Returns ``extra_ns`` (per category of ``LATE_CATEGORIES``: the culprit's time minus the other
-    ranks' median, summed over those instances), ``instances`` and ``lines`` (``late_lines``).
-    """
+def culprit_windows(arrivals: pd.DataFrame, culprit: int) -> pd.DataFrame:
+    """Every rank's arrival at the instances ``culprit`` arrived last at, with ``mine`` (the
+    culprit's row) and ``instance``: the windows whose work is compared."""
     a = matched(arrivals)
     inst = a.loc[a["last"] & (a["rank"] == culprit), "instance"].unique()
     w = a[a["instance"].isin(inst)].reset_index(drop=True)
-    if not len(w):
-        return {"extra_ns": dict.fromkeys(LATE_CATEGORIES, 0), "instances": 0, "lines": []}
+    w["mine"] = (w["rank"] == culprit).to_numpy()
+    return w
+
+
+def window_evidence(frames: TraceFrames, w: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For windows ``w`` of this trace's ranks: (per window compute/copy/other ns, aligned to
+    ``w``; the device time per window instance, rank, side, source line and op). Both small:
+    a run's ranks can compute them apart and send them to one place (``run_ranks``)."""
     work, clipped = _window_work(frames, w)
-    mine = (w["rank"] == culprit).to_numpy()
-    per = pd.concat([w[["instance"]], work], axis=1)
+    key = ["instance", "rank", "mine", "file", "line", "func", "op"]
+    if not len(clipped):
+        return work, pd.DataFrame({c: pd.Series(dtype="object") for c in [*key, "ns"]})
+    k = _kernel_pieces(frames, w, clipped, w["mine"].to_numpy())
+    k["file"] = k["file"].fillna("")
+    k = k.groupby(key, sort=True)["ns"].sum().reset_index()
+    return work, k
+
+
+def summarize_late(w: pd.DataFrame, work: pd.DataFrame, k: pd.DataFrame, n: int = 3) -> dict[str, Any]:
+    """``late_work``'s result from the windows, their work and their kernel pieces."""
+    if not len(w):
+        return {"extra_ns": dict.fromkeys(LATE_CATEGORIES, 0), "instances": 0, "windows": [], "lines": []}
+    mine = w["mine"].to_numpy()
+    per = pd.concat([w[["instance"]], work.reset_index(drop=True)], axis=1)
     med = per[~mine].groupby("instance")[list(LATE_CATEGORIES)].median()
     own = per[mine].set_index("instance")[list(LATE_CATEGORIES)]
     extra = (own - med.reindex(own.index)).sum()
     return {
         "extra_ns": {c: int(extra[c]) for c in LATE_CATEGORIES},
-        "instances": len(inst),
+        "instances": int(mine.sum()),
         "windows": w.loc[mine, ["window_start_ns", "arrival_ns"]].to_numpy().tolist(),
-        "lines": late_lines(frames, w, clipped, mine),
+        "lines": late_lines(k, w, n),
     }
+
+
+def late_work(frames: TraceFrames, arrivals: pd.DataFrame, culprit: int) -> dict[str, Any]:
+    """What ``culprit`` did before the collectives it arrived last at, against the median rank.
+
+    Returns ``extra_ns`` (per category of ``LATE_CATEGORIES``: the culprit's time minus the other
+    ranks' median, summed over those instances), ``instances``, ``windows`` (the culprit's) and
+    ``lines`` (``late_lines``).
+    """
+    w = culprit_windows(arrivals, culprit)
+    if not len(w):
+        return summarize_late(w, w, w)
+    work, k = window_evidence(frames, w)
+    return summarize_late(w, work, k)
 
 
 def _kernel_pieces(frames: TraceFrames, w: pd.DataFrame, clipped: pd.DataFrame, mine: np.ndarray) -> pd.DataFrame:
@@ -158,29 +188,28 @@ def _extra_by(k: pd.DataFrame, w: pd.DataFrame, mine: np.ndarray, key: list[str]
         other = o.groupby(key)["med"].sum().reindex(own.index, fill_value=0.0)
     else:
         other = pd.Series(0.0, index=own.index)
-    extra = (own - other).sort_values(ascending=False)
+    extra = (own - other).sort_values(ascending=False, kind="stable")
     return extra[extra > 0]
 
 
-def late_lines(
-    frames: TraceFrames, w: pd.DataFrame, clipped: pd.DataFrame, mine: np.ndarray, n: int = 3
-) -> list[dict[str, Any]]:
+def late_lines(k: pd.DataFrame, w: pd.DataFrame, n: int = 3) -> list[dict[str, Any]]:
     """Source lines (with their top op), else ops, whose device time in the culprit's windows
-    exceeds the median other rank's in the same instances, most first."""
-    if not len(clipped):
+    exceeds the median other rank's in the same instances, most first; lines under a tenth of
+    the first one's extra time are left out (jitter, not cause)."""
+    if not len(k):
         return []
-    k = _kernel_pieces(frames, w, clipped, mine)
-    with_line = k[k["file"].notna() & (k["line"] >= 0)]
-    extra = (
-        _extra_by(with_line, w, mine, ["file", "line", "func"]).head(n) if len(with_line) else pd.Series(dtype=float)
-    )
+    mine = w["mine"].to_numpy()
+    with_line = k[(k["file"] != "") & (k["line"] >= 0)]
+    extra = _extra_by(with_line, w, mine, ["file", "line", "func"]) if len(with_line) else pd.Series(dtype=float)
     if len(extra):
+        extra = extra[extra >= 0.1 * extra.iloc[0]].head(n)
         top_op = with_line[with_line["mine"]].groupby(["file", "line", "func", "op"])["ns"].sum()
-        top_op = top_op.sort_values(ascending=False).reset_index().drop_duplicates(["file", "line", "func"])
-        top_op = top_op.set_index(["file", "line", "func"])["op"]
+        top_op = top_op.sort_values(ascending=False, kind="stable").reset_index()
+        top_op = top_op.drop_duplicates(["file", "line", "func"]).set_index(["file", "line", "func"])["op"]
         return [
             {"file": str(f), "line": int(ln), "func": fn or None, "ns": int(ns), "op": str(top_op.get((f, ln, fn), ""))}
             for (f, ln, fn), ns in extra.items()
         ]
-    by_op = _extra_by(k, w, mine, ["op"]).head(n)
+    by_op = _extra_by(k, w, mine, ["op"])
+    by_op = by_op[by_op >= 0.1 * by_op.iloc[0]].head(n) if len(by_op) else by_op
     return [{"file": None, "line": None, "func": None, "ns": int(ns), "op": str(op)} for op, ns in by_op.items()]

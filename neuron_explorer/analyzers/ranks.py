@@ -120,8 +120,8 @@ def _collective_arg_rows(frames: TraceFrames) -> pa.Table | None:
     return pa.concat_tables(parts, promote_options="permissive") if parts else None
 
 
-def collective_ranks(frames: TraceFrames) -> pd.DataFrame:
-    """One row per collective kernel, keyed to its instance (see the module docstring)."""
+def rank_arrivals(frames: TraceFrames) -> pd.DataFrame:
+    """``collective_ranks`` without the waits (``wait_ns`` 0): what one rank knows alone."""
     dev = frames.device
     coll = dev[(dev["kind"] == Kind.COLLECTIVE).to_numpy()]
     if not len(coll):
@@ -145,8 +145,6 @@ def collective_ranks(frames: TraceFrames) -> pd.DataFrame:
     )
     df = df.sort_values(["rank", "pg", "step", "arrival_ns"], kind="stable").reset_index(drop=True)
     df["seq"] = df.groupby(["rank", "pg", "step"]).cumcount()
-    key = ["pg", "step", "seq"]
-    df["wait_ns"] = df.groupby(key)["arrival_ns"].transform("max") - df["arrival_ns"]
     # the window of work before each arrival: from the previous arrival in the group, else the step start
     arrival = df["arrival_ns"].to_numpy()
     prev = np.where(df["seq"].to_numpy() > 0, np.roll(arrival, 1), -1)  # sorted: the previous row
@@ -156,7 +154,21 @@ def collective_ranks(frames: TraceFrames) -> pd.DataFrame:
     first_of_rank = df.groupby("rank")["arrival_ns"].transform("min").to_numpy()
     start = np.where(pos >= 0, step_start.to_numpy()[np.clip(pos, 0, None)], first_of_rank)
     df["window_start_ns"] = np.minimum(np.where(prev >= 0, prev, start), arrival).astype(np.int64)
+    df["wait_ns"] = 0
     return df[list(_ARRIVAL_COLUMNS)]
+
+
+def with_waits(arrivals: pd.DataFrame) -> pd.DataFrame:
+    """``wait_ns`` of every arrival: its instance's last arrival minus its own. Arrivals of
+    several ranks computed apart (``run_ranks``) are concatenated, then given their waits here."""
+    df = arrivals.sort_values(["rank", "pg", "step", "seq"], kind="stable").reset_index(drop=True)
+    df["wait_ns"] = df.groupby(["pg", "step", "seq"])["arrival_ns"].transform("max") - df["arrival_ns"]
+    return df
+
+
+def collective_ranks(frames: TraceFrames) -> pd.DataFrame:
+    """One row per collective kernel, keyed to its instance (see the module docstring)."""
+    return with_waits(rank_arrivals(frames))
 
 
 def collectives(arrivals: pd.DataFrame) -> pd.DataFrame:
