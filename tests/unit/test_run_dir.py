@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import neuron_explorer as ne
+from neuron_explorer.analyzers.run_ranks import run_tables
 from neuron_explorer.cli import main
 from neuron_explorer.collectors.run_dir import convert_run
 from neuron_explorer.parallel import Executor, ExecutorError, PoolExecutor, make_executor
@@ -50,10 +51,11 @@ def test_load_run_dir_is_the_concatenation_of_its_ranks(run: Path) -> None:
 @pytest.mark.slow
 def test_convert_is_identical_serial_pool_and_dask(run: Path, tmp_path: Path) -> None:
     pytest.importorskip("distributed")
-    outs = {}
+    outs, tables = {}, {}
     for name, ex in (("serial", Executor()), ("pool", PoolExecutor(2)), ("dask", make_executor(workers=2))):
         with ex:
             results = convert_run(run, tmp_path / name, ex)
+            tables[name] = run_tables(tmp_path / name, ex)
         assert [r["rank"] for r in results] == [0, 1, 2]
         outs[name] = _tables(tmp_path / name)
     assert list(outs["serial"]) == [f"rank={r}/trace.parquet" for r in range(3)]
@@ -68,6 +70,20 @@ def test_convert_is_identical_serial_pool_and_dask(run: Path, tmp_path: Path) ->
     b = analyze(ne.load(run), rules=["culprit_rank"])
     assert a.collectives.equals(b.collectives)
     assert [f.rank for f in a.findings] == [f.rank for f in b.findings] == [1]
+    # the cross-rank tables computed rank by rank on each executor equal the in-process analysis
+    for name, t in tables.items():
+        assert t.collectives.equals(a.collectives), name
+        assert t.collective_ranks.equals(a.collective_ranks), name
+        assert t.rank_steps.equals(a.rank_steps), name
+        assert t.culprit == 1
+        (f,) = a.findings
+        assert t.late is not None and t.late["lines"][0]["line"] == synth_ranks.PLANTED_LINE
+        assert [ln for ln in t.late["lines"] if ln["file"]] == [
+            {k: v for k, v in ln.items()} for ln in f.source_lines
+        ], name
+        assert {c: t.late["extra_ns"][c] for c in ("compute", "copy", "other")} == {
+            c: f.metrics[f"extra_{c}_ns"]["value"] for c in ("compute", "copy", "other")
+        }, name
 
 
 def test_cli_convert_run_dir(run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
