@@ -18,7 +18,8 @@ from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, r
 
 def _matched_or_skip(ctx: RuleContext) -> pd.DataFrame:
     arrivals = ctx.analysis.collective_ranks
-    if ctx.analysis.rank_steps["rank"].nunique() < 2 if len(ctx.analysis.rank_steps) else True:
+    rs = ctx.analysis.rank_steps
+    if not len(rs) or rs["rank"].nunique() < 2:
         raise RuleSkipped("skipped: needs a multi-rank run (two or more ranks)")
     if not len(arrivals) or not len(matched(arrivals)):
         raise RuleSkipped("skipped: needs collective kernels matched across two or more ranks")
