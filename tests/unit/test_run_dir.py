@@ -131,3 +131,28 @@ def test_rank_missing_from_a_multi_file_run_is_an_error(tmp_path: Path) -> None:
 def test_workers_must_be_positive() -> None:
     with pytest.raises(ExecutorError, match="at least 1"):
         make_executor(workers=0)
+
+
+def test_cli_ranks_names_the_culprit_rank_by_rank(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "pq"
+    assert main(["convert", str(run), "-o", str(out), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["ranks", str(out), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ranks"] == 3 and doc["matched_collectives"] == 2 * 4
+    assert doc["culprit"]["rank"] == 1
+    assert doc["culprit"]["lines"][0]["line"] == synth_ranks.PLANTED_LINE
+    assert main(["ranks", str(out)]) == 0
+    assert "Rank 1 delays the collectives" in capsys.readouterr().out
+    # a balanced run: nobody is named
+    flat = tmp_path / "flat"
+    synth_ranks.write_run(flat, 3, steps=2, seed=5)
+    assert main(["convert", str(flat), "-o", str(tmp_path / "flat_pq"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["ranks", str(tmp_path / "flat_pq"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["culprit"] is None
+    # a JSON run must be converted first: one line, exit 3
+    assert main(["ranks", str(run)]) == 3
+    assert "convert it first" in capsys.readouterr().err
