@@ -1,4 +1,4 @@
-"""The cross-rank view of a converted run, computed rank by rank (process pool or Dask).
+"""Cross-rank view of a converted run, rank by rank (process pool or Dask): the rank that delays the collectives.
 
 Reads a run converted with ``convert RUN_DIR -o OUT_DIR`` (``OUT_DIR/rank=N/trace.parquet``);
 each rank's part (collective arrivals, step attribution, then the work before the collectives
