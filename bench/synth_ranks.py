@@ -10,7 +10,8 @@ all-reduce. The next step starts when the slowest rank finished this one.
 ``slow_rank``: that rank runs extra compute kernels (op ``aten::_planted_extra``, launched
 from ``model.py(77): planted_extra_work``) before its first gradient all-reduce, ``slow_ms``
 in all per step: the others wait that long for it. Without it every rank does the same work
-(small seeded jitter). Every op runs under a ``python_function`` frame, so kernels carry source
+(small seeded jitter). ``slow_link_bucket``: that bucket's all-reduce runs at ``slow_link_gbps``
+bus bandwidth instead of ``link_gbps`` (a planted slow link: every rank waits on the transfer). Every op runs under a ``python_function`` frame, so kernels carry source
 lines; each file's ``distributedInfo`` holds its rank.
 
     .venv/bin/python bench/synth_ranks.py -n 8 -o /tmp/run8 --slow-rank 3
@@ -81,12 +82,16 @@ class _Rank:
 
 
 def generate(n_ranks: int, steps: int = 3, buckets: int = 4, slow_rank: int | None = None, slow_ms: float = 20.0,
-             seed: int = 0, bucket_mb: float = 25.0, link_gbps: float = 100.0, layers: int = 1) -> list[dict[str, Any]]:  # fmt: skip
+             seed: int = 0, bucket_mb: float = 25.0, link_gbps: float = 100.0, layers: int = 1,
+             slow_link_bucket: int | None = None, slow_link_gbps: float = 10.0) -> list[dict[str, Any]]:  # fmt: skip
     """The Kineto trace (a JSON-able dict) of every rank, in rank order. ``layers`` multiplies the
     kernels of the forward and backward passes (and divides their duration: same step time)."""
     ranks = [_Rank(r, random.Random(seed * 1_000_003 + r)) for r in range(n_ranks)]
     nelems = int(bucket_mb * (1 << 20) / 4)
-    xfer = int(2 * (n_ranks - 1) / n_ranks * nelems * 4 / link_gbps)  # bytes / (GB/s) = ns
+
+    def xfer_ns(gbps: float) -> int:  # NCCL's ring all-reduce moves 2(n-1)/n x the bytes over the bus
+        return int(2 * (n_ranks - 1) / n_ranks * nelems * 4 / gbps)  # bytes / (GB/s) = ns
+
     t = 1_000 * US
     for step in range(steps):
         for rk in ranks:
@@ -105,7 +110,8 @@ def generate(n_ranks: int, steps: int = 3, buckets: int = 4, slow_rank: int | No
                                      "planted_extra_kernel", n_extra, int(slow_ms * 1e6 / n_extra))  # fmt: skip
             # each rank arrives when its bucket is done and its previous all-reduce finished
             arrivals.append([(max(rk.compute, rk.nccl, rk.host + 10 * US), rk) for rk in ranks])
-            end = max(a for a, _ in arrivals[-1]) + xfer
+            gbps = slow_link_gbps if b == slow_link_bucket else link_gbps
+            end = max(a for a, _ in arrivals[-1]) + xfer_ns(gbps)
             meta = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems,
                     "Group size": n_ranks, "dtype": "Float", "Process Group Name": "0"}  # fmt: skip
             for arrive, rk in arrivals[-1]:
@@ -159,9 +165,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slow-ms", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, default=1, help="multiply the kernels per pass (events per rank)")
+    ap.add_argument("--slow-link-bucket", type=int, default=None, help="this bucket's all-reduce runs on a slow link")
     a = ap.parse_args(argv)
     paths = write_run(
-        a.output, a.ranks, steps=a.steps, slow_rank=a.slow_rank, slow_ms=a.slow_ms, seed=a.seed, layers=a.layers
+        a.output,
+        a.ranks,
+        steps=a.steps,
+        slow_rank=a.slow_rank,
+        slow_ms=a.slow_ms,
+        seed=a.seed,
+        layers=a.layers,
+        slow_link_bucket=a.slow_link_bucket,
     )
     print(f"wrote {len(paths)} ranks to {a.output}", file=sys.stderr)
     return 0

@@ -190,3 +190,20 @@ def test_message_bytes_and_bus_bandwidth_from_nccl_metadata() -> None:
     expect_bw = np.array([r[1] / (r[2] * 1000) for r in ref])
     np.testing.assert_allclose(c["busbw_gbps"].to_numpy(), expect_bw, rtol=1e-3)
     assert sorted(set(c["collective_name"])) == sorted({r[3] for r in ref})
+
+
+def test_planted_slow_link_is_named_by_slow_collective(tmp: str) -> None:
+    out = Path(tmp) / "run_slow_link"
+    synth_ranks.write_run(out, 4, seed=2, slow_link_bucket=2, slow_link_gbps=10.0)
+    a = analyze(ne.load(out), rules=RULES, thresholds={"slow_collective.peak_busbw_gbps": 100})
+    c = a.collectives
+    slow = c[c["busbw_gbps"] < 50]
+    assert slow["seq"].tolist() == [2, 2, 2]  # the planted bucket of each of the 3 steps, nothing else
+    assert slow["busbw_gbps"].to_numpy() == pytest.approx(10.0, rel=1e-3)
+    (f,) = [f for f in a.findings if f.rule_id == "slow_collective"]
+    assert f.metrics["slow_collectives"]["value"] == 3
+    # each runs 10x slower than at peak: the time lost is 9/10 of their transfer time
+    lost = 0.9 * slow["xfer_ns"].sum()
+    assert f.metrics["lost_ns"]["value"] == pytest.approx(lost, rel=1e-3)
+    # a slow link delays every rank alike: nobody is the culprit
+    assert not [f for f in a.findings if f.rule_id == "culprit_rank"]

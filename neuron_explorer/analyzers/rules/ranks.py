@@ -130,7 +130,7 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
     slow = sized[sized["busbw_gbps"] < peak * ctx.threshold("max_pct_of_peak") / 100.0]
     if not len(slow):
         return []
-    # the time lost: each slow transfer's duration minus what it would take at the threshold bandwidth
+    # the time lost: each slow transfer's duration minus what it would take at the peak bus bandwidth
     ideal = slow["bytes"] * slow["busbw_gbps"] / slow["algbw_gbps"] / peak
     lost = float((slow["xfer_ns"] - ideal).clip(lower=0).sum())
     med = float(slow["busbw_gbps"].median())
