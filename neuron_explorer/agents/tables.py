@@ -39,6 +39,9 @@ METRICS_TABLES: dict[str, str] = {
     "op_perf": "One row per op group (name, shapes, dtypes): count, kernel_time_us, gflops and data_moved_mb per call, "
     "tflops_per_s, tb_per_s, flops_per_byte, bound (compute/memory), pct_of_peak, src_file, src_line.",
     "op_categories": "One row per op category: kernel_time_us, device_time_pct, modelled_pct, tflops_per_s, tb_per_s.",
+    "rank_steps": "One row per rank and step: wall_ns, the attribution categories (*_ns) and busy_ns (compute + copy).",
+    "collectives": "One row per collective instance matched across ranks (process group, step, order): arrival skew, "
+    "last_rank (the one the others wait for), wait_ns it causes, bytes, xfer_ns, algbw_gbps, busbw_gbps.",
     "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
     "threshold, time_ranges, event_ids and source_lines as JSON text.",
     "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",

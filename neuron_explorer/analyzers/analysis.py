@@ -26,6 +26,7 @@ from neuron_explorer.analyzers import (
     ops,
     overlap,
     perf,
+    ranks,
     source_lines,
     steps,
 )
@@ -36,7 +37,7 @@ from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "2.0.0"
+ANALYSIS_SCHEMA_VERSION = "2.1.0"
 
 
 @dataclass
@@ -69,6 +70,12 @@ class Analysis:
     op_categories: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: The device spec used, model coverage, Neuron MFU/HFU/MBU (analyzers.perf.summary).
     perf_summary: dict[str, Any] = field(default_factory=dict)
+    #: Per (rank, step): wall, attribution categories, busy (analyzers.ranks).
+    rank_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per collective instance matched across ranks: arrival skew, last rank, wait, bus bandwidth.
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per collective kernel: its instance, arrival, wait and the window of work before it.
+    collective_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -108,6 +115,8 @@ class Analysis:
                     "neuron_operators",
                     "op_perf",
                     "op_categories",
+                    "rank_steps",
+                    "collectives",
                 )
             },
         }
@@ -190,6 +199,9 @@ def analyze(
     )
     a.neuron_operators = neuron_summary.operator_table(frames.metadata)
     a.op_perf, a.op_categories, a.perf_summary = timed("op_perf", perf.perf_tables, frames, device_spec)
+    a.rank_steps = ranks.rank_steps(a.attribution)
+    a.collective_ranks = timed("collectives", ranks.collective_ranks, frames)
+    a.collectives = ranks.collectives(a.collective_ranks)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()

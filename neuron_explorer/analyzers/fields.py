@@ -172,6 +172,33 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "params": ("json", "Model parameters (M/N/K, attention dims, causal, non-contiguous operands)."),
         "device_time_pct": ("%", "Share of all device event time, 0-100."),
     },
+    "rank_steps": {
+        "wall_ns": ("ns", "Wall time of the rank's step window (mean over its devices' attribution rows)."),
+        **{
+            f"{name}_ns": ("ns", f"{label} (the attribution's category, mean over the rank's devices)")
+            for name, label in _CATEGORIES
+        },
+        "busy_ns": ("ns", "compute_ns + copy_ns: the device work the rank does between collectives."),
+    },
+    "collectives": {
+        "pg": ("", "Process group: 'pg <Process Group Name>' from the collective's args, else 'stream <id>'."),
+        "seq": ("", "Order of the collective among its rank's collectives of the group in the step (0-based)."),
+        "collective_name": ("", "allreduce, all_gather, broadcast, ... (args), else the kernel name's operation."),
+        "num_ranks": ("ranks", "Ranks of the trace on which this instance was matched (1: no peer profiled)."),
+        "first_arrival_ns": ("ns", "Earliest start of the instance's collective kernel over the ranks."),
+        "last_arrival_ns": ("ns", "Latest start: the rank every other one waits for arrives then."),
+        "skew_ns": ("ns", "last_arrival_ns - first_arrival_ns."),
+        "last_rank": ("", "The rank that arrived last (the lowest on a tie)."),
+        "wait_ns": ("ns", "Wait the last rank causes: sum over the other ranks of last arrival - their arrival."),
+        "bytes": ("bytes", "Message size: max(In, Out msg nelems) x dtype size; null when not recorded."),
+        "group_size": ("ranks", "Size of the process group (args), null when not recorded."),
+        "xfer_ns": ("ns", "Duration of the last rank's kernel: the transfer, with no waiting."),
+        "algbw_gbps": ("GB/s", "bytes / xfer_ns (null without bytes)."),
+        "busbw_gbps": (
+            "GB/s",
+            "algbw x NCCL's bus factor: all_reduce 2(n-1)/n, all_gather/reduce_scatter/all_to_all (n-1)/n, else 1.",
+        ),
+    },
     "op_categories": {
         "category": ("", "Op category (see op_perf.category)."),
         "kernel_time_us": ("us", "Device time of the category: ops' kernels and unlinked kernels by name."),

@@ -47,6 +47,10 @@ RULE_CATEGORY: dict[str, str] = {
     "small_h2d": "copy",
     # distributed
     "exposed_comm": "communication",
+    # ranks: the wait a late rank causes shows as the others' exposed communication
+    "culprit_rank": "communication",
+    "slow_collective": "communication",
+    "rank_imbalance": "communication",
     # Trainium
     "neuron_low_mfu": "compute",
     "neuron_engine_bottleneck": "compute",
@@ -88,11 +92,20 @@ def dominant_category(attribution: pd.DataFrame, ranges: Iterable[list[int]]) ->
     return str(sums.idxmax())[: -len("_ns")]
 
 
+#: Rules that name the cause of time a generic rule would also bill: they claim it first (the
+#: rank whose late arrival makes the others wait, before "exposed communication" as such).
+CLAIMS_FIRST = frozenset({"culprit_rank"})
+
+
 def settle_costs(findings: list[Finding], attribution: pd.DataFrame) -> list[Finding]:
-    """Cap each finding's cost at what is left of its category, most important first; returns
-    the findings re-ranked (severity, then settled cost)."""
+    """Cap each finding's cost at what is left of its category, most important first (a cause
+    in ``CLAIMS_FIRST`` before the symptom); returns the findings re-ranked (severity, then
+    settled cost)."""
     left = budgets(attribution)
-    for f in sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id)):
+    order = sorted(
+        findings, key=lambda f: (f.rule_id not in CLAIMS_FIRST, -SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id)
+    )
+    for f in order:
         f.category = resolve_category(f, attribution)
         if f.category is None:
             f.cost_ns = 0  # a claim on no category is a claim on no time

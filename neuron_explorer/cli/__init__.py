@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "neuron_explorer.cli.diff",
         "Compare two traces: what got slower per step, where in the code, and how sure (a CI gate).",
     ),
+    "ranks": (
+        "neuron_explorer.cli.ranks",
+        "Cross-rank view of a converted run, rank by rank (process pool or Dask): the rank that delays the collectives.",
+    ),
     "metrics": (
         "neuron_explorer.cli.metrics",
         "Export the analysis as Parquet tables for agents and notebooks (one file per metric family).",

@@ -9,6 +9,9 @@ Examples:
   neuron-explorer convert trace.json.gz -o out/trace.parquet
   neuron-explorer convert profile.json                          # a neuron-profile JSON export
   neuron-explorer convert ./inspect/export -o device.parquet    # a Neuron Parquet export directory
+  neuron-explorer convert run/ -o run_pq/                       # one Kineto JSON per rank -> run_pq/rank=N/trace.parquet
+  neuron-explorer convert run/ -o run_pq/ --workers 4           # ranks on a local Dask cluster of 4 workers
+  neuron-explorer convert run/ -o run_pq/ --dask tcp://sched:8786   # ranks on an existing Dask cluster
 """
 
 from __future__ import annotations
@@ -32,11 +35,24 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="a Kineto/Chrome trace (.json or .json.gz), or a Neuron profile: neuron-profile JSON, summary-json, "
         "a Parquet export directory or a directory of several",
     )
-    add_output_argument(parser, "output Parquet file (default: the input's name with .parquet)")
+    add_output_argument(
+        parser,
+        "output Parquet file (default: the input's name with .parquet); for a run directory the output directory (default: RUN_DIR_parquet)",
+    )
     parser.add_argument(
         "--device-profile",
         metavar="DIR",
         help="a Neuron device profile (Parquet export directory or neuron-profile JSON) to join with the framework trace",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="run directory: import the ranks on a local Dask cluster of N worker processes "
+        "(default: a process pool of the machine's cores)",
+    )
+    parser.add_argument(
+        "--dask", metavar="ADDRESS", help="run directory: import the ranks on the Dask scheduler at ADDRESS"
     )
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
@@ -69,6 +85,12 @@ def import_input(src: Path, progress: Any = None) -> Trace:
 
 def run(args: argparse.Namespace) -> int:
     src = Path(args.trace)
+    from neuron_explorer.collectors.run_dir import is_json_run
+
+    if is_json_run(src):
+        return _convert_run(src, args)
+    if args.workers is not None or args.dask:
+        raise TraceFormatError("--workers/--dask need a run directory of JSON rank traces", src)
     out = Path(args.output) if args.output else default_output(src)
     if out.resolve() == src.resolve():
         raise TraceFormatError("the output would overwrite the input; pass -o", src)
@@ -84,4 +106,27 @@ def run(args: argparse.Namespace) -> int:
         dt = time.perf_counter() - t0
         rate = trace.num_events / dt if dt > 0 else 0
         print(f"wrote {out} ({trace.num_events:,} events in {dt:.2f} s, {rate:,.0f} events/s)", file=sys.stderr)
+    return 0
+
+
+def _convert_run(src: Path, args: argparse.Namespace) -> int:
+    """A run directory of Kineto JSON rank traces -> ``OUT/rank=N/trace.parquet``, one task per rank."""
+    from neuron_explorer.collectors.run_dir import convert_run
+    from neuron_explorer.parallel import make_executor
+
+    if args.device_profile:
+        raise TraceFormatError("--device-profile joins one trace, not a run directory", src)
+    out = Path(args.output) if args.output else src.with_name(src.name + "_parquet")
+    t0 = time.perf_counter()
+    with make_executor(workers=args.workers, dask=args.dask) as executor:
+        results = convert_run(src, out, executor)
+        how = executor.describe()
+    if not args.quiet:
+        dt = time.perf_counter() - t0
+        events = sum(r["num_events"] for r in results)
+        print(
+            f"wrote {out} ({len(results)} ranks, {events:,} events in {dt:.2f} s on {how}, "
+            f"{60 * len(results) / dt if dt > 0 else 0:,.0f} ranks/min)",
+            file=sys.stderr,
+        )
     return 0

@@ -35,6 +35,8 @@ TABLES = (
     "neuron_operators",
     "op_perf",
     "op_categories",
+    "rank_steps",
+    "collectives",
     "findings",
 )
 

@@ -34,7 +34,8 @@ __all__ = [
 
 
 def load(path: str | Path, progress: Any = None) -> Trace:
-    """Open a trace: a Parquet file, a run directory of per-rank files, or a Kineto JSON
+    """Open a trace: a Parquet file, a run directory of per-rank files (Parquet ``rank=N/``, or
+    Kineto JSON with each rank from its ``distributedInfo``), or a Kineto JSON
     (``.json``/``.json.gz``) imported on the fly."""
     p = Path(path)
     if not p.exists():
@@ -49,6 +50,11 @@ def load(path: str | Path, progress: Any = None) -> Trace:
             if _is_neuron(p):  # a legacy neuron-profile JSON export
                 return _import_neuron(p)
             raise
+    if p.is_dir():
+        from neuron_explorer.collectors.run_dir import is_json_run, load_run
+
+        if is_json_run(p):  # a run directory of Kineto JSON rank traces
+            return load_run(p, progress=progress)
     try:
         return Trace.read(p)
     except TraceFormatError:

@@ -1,0 +1,209 @@
+"""Cross-rank analysis: a planted slow rank and its line are named, a balanced run names nobody,
+and the cross-rank tables of the real two-rank fixtures equal a computation from the raw JSON."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import neuron_explorer as ne
+from neuron_explorer.analyzers import Analysis, analyze
+from tests.conftest import shared_fixture
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import synth_ranks
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "kineto" / "hta"
+RULES = ["culprit_rank", "rank_imbalance", "slow_collective"]
+
+
+@cache
+def synthetic(tmp: str, n: int, slow: int | None, slow_ms: float = 20.0) -> Analysis:
+    out = Path(tmp) / f"run_{n}_{slow}_{slow_ms}"
+    synth_ranks.write_run(out, n, slow_rank=slow, slow_ms=slow_ms, seed=3)
+    return analyze(ne.load(out), rules=RULES)
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("ranks"))
+
+
+@pytest.mark.parametrize(("n", "slow"), [(4, 2), (6, 0), (6, 5)])
+def test_planted_slow_rank_and_line_are_named(tmp: str, n: int, slow: int) -> None:
+    a = synthetic(tmp, n, slow)
+    found = [f for f in a.findings if f.rule_id == "culprit_rank"]
+    assert len(found) == 1
+    f = found[0]
+    assert f.rank == slow
+    top = f.source_lines[0]
+    assert (top["file"], top["line"], top["op"]) == (
+        synth_ranks.PLANTED_FILE,
+        synth_ranks.PLANTED_LINE,
+        synth_ranks.PLANTED_OP,
+    )
+    # the planted work is 20 ms per step, 3 steps: the line's extra device time is that (+-2% jitter)
+    assert top["ns"] == pytest.approx(3 * 20e6, rel=0.03)
+    # at the first bucket's all-reduce every other rank waits ~20 ms for the slow one
+    first = a.collectives[a.collectives["seq"] == 0]
+    assert (first["last_rank"] == slow).all()
+    assert first["wait_ns"].to_numpy() == pytest.approx((n - 1) * 20e6, rel=0.05)
+    assert f"Rank {slow}" in f.title and "model.py:77" in f.title
+    # the planted work is also a load imbalance: the slow rank is the busiest in every step
+    (imb,) = [f for f in a.findings if f.rule_id == "rank_imbalance"]
+    assert imb.rank == slow and imb.metrics["busiest_rank"]["value"] == slow
+
+
+def test_balanced_run_names_nobody(tmp: str) -> None:
+    a = synthetic(tmp, 6, None)
+    assert [f.rule_id for f in a.findings] == []
+    assert len(a.collectives) == 3 * 4  # 3 steps of 4 buckets, each matched on all ranks
+    assert (a.collectives["num_ranks"] == 6).all()
+
+
+def test_small_planted_delay_below_threshold_is_not_named(tmp: str) -> None:
+    # 0.2 ms on a ~70 ms step: under min_wait_pct (5% of the others' step time)
+    a = synthetic(tmp, 4, 1, slow_ms=0.2)
+    assert not [f for f in a.findings if f.rule_id == "culprit_rank"]
+
+
+def test_bus_bandwidth_of_synthetic_allreduce(tmp: str) -> None:
+    # generated with a 100 GB/s bus: xfer = 2(n-1)/n * bytes / 100
+    c = synthetic(tmp, 4, 2).collectives
+    assert c["bytes"].eq(25 * (1 << 20)).all()
+    assert c["busbw_gbps"].to_numpy() == pytest.approx(100.0, rel=1e-3)
+
+
+def test_slow_collective_needs_and_uses_a_peak(tmp: str) -> None:
+    out = Path(tmp) / "run_peak"
+    synth_ranks.write_run(out, 4, seed=1)
+    trace = ne.load(out)
+    a = analyze(trace, rules=["slow_collective"])
+    assert a.skipped and "peak bus bandwidth" in a.skipped[0][1]
+    fast = analyze(trace, rules=["slow_collective"], thresholds={"slow_collective.peak_busbw_gbps": 300})
+    assert not fast.findings  # 100 GB/s is over 25% of 300
+    slow = analyze(trace, rules=["slow_collective"], thresholds={"slow_collective.peak_busbw_gbps": 1000})
+    (f,) = slow.findings
+    assert f.metrics["slow_collectives"]["value"] == 12
+    assert f.metrics["median_busbw_gbps"]["value"] == pytest.approx(100.0, rel=1e-3)
+
+
+# ---------------------------------------------------------------- real fixtures, independent reference
+def _raw(path: Path) -> dict:
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
+
+
+def _reference_arrivals(paths: list[Path]) -> pd.DataFrame:
+    """NCCL kernels of each rank from the raw JSON: (rank, stream, step, seq, arrival, dur)."""
+    rows = []
+    for p in paths:
+        d = _raw(p)
+        rank = d["distributedInfo"]["rank"]
+        ev = d["traceEvents"]
+        steps = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in ev
+                 if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")]  # fmt: skip
+        kernels = sorted(
+            (e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("nccl")), key=lambda e: e["ts"]
+        )
+        seq: dict[tuple[int, int], int] = {}
+        for e in kernels:
+            step = next(s for s, a, b in steps if a <= e["ts"] < b)
+            key = (e["args"]["stream"], step)
+            rows.append((rank, *key, seq.get(key, 0), round(e["ts"] * 1000), round(e["dur"] * 1000)))
+            seq[key] = seq.get(key, 0) + 1
+    return pd.DataFrame(rows, columns=["rank", "stream", "step", "seq", "arrival", "dur"])
+
+
+def test_real_two_ranks_match_raw_json(tmp_path: Path) -> None:
+    paths = [DATA / "sampled_rank-0.json.gz", DATA / "sampled_rank-1.json.gz"]
+    ref = _reference_arrivals(paths)
+    inst = ref.groupby(["stream", "step", "seq"])
+    expect = pd.DataFrame(
+        {
+            "first": inst["arrival"].min(),
+            "last": inst["arrival"].max(),
+            "n": inst["rank"].nunique(),
+        }
+    )
+    expect["skew"] = expect["last"] - expect["first"]
+    last_rows = ref.loc[inst["arrival"].idxmax()].set_index(["stream", "step", "seq"])
+    expect["last_rank"] = last_rows["rank"]
+    expect["xfer"] = last_rows["dur"]
+    expect["wait"] = expect["n"] * expect["last"] - inst["arrival"].sum()
+    assert (expect["n"] == 2).all() and len(expect) == 10
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for p in paths:
+        shutil.copy(p, run / p.name)
+    a = analyze(ne.load(run), rules=RULES)
+    got = a.collectives.assign(stream=a.collectives["pg"].str.removeprefix("stream ").astype(int))
+    got = got.set_index(["stream", "step", "seq"]).sort_index()
+    expect = expect.sort_index()
+    assert got.index.tolist() == expect.index.tolist()
+    np.testing.assert_array_equal(got["skew_ns"], expect["skew"])
+    np.testing.assert_array_equal(got["last_rank"], expect["last_rank"])
+    np.testing.assert_array_equal(got["wait_ns"], expect["wait"])
+    np.testing.assert_array_equal(got["xfer_ns"], expect["xfer"])
+    assert got["bytes"].isna().all()  # these traces record no message size: bandwidth stays unknown
+    # per rank and step: the wall time is the ProfilerStep span
+    walls = {(d["distributedInfo"]["rank"], int(e["name"].split("#")[1])): round(e["dur"] * 1000)
+             for d in map(_raw, paths) for e in d["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")}  # fmt: skip
+    rs = a.rank_steps.set_index(["rank", "step"])["wall_ns"]
+    assert rs.to_dict() == walls
+    # the culprit: the rank causing most of the wait, as the reference says
+    caused = expect.groupby("last_rank")["wait"].sum()
+    culprit = [f for f in a.findings if f.rule_id == "culprit_rank"]
+    assert len(culprit) == 1 and culprit[0].rank == int(caused.idxmax())
+    assert culprit[0].metrics["caused_wait_ns"]["value"] == int(caused.max())
+
+
+def test_message_bytes_and_bus_bandwidth_from_nccl_metadata() -> None:
+    path = shared_fixture("kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    d = _raw(path)
+    size = {"Float": 4, "Long": 8}  # c10 ScalarType sizes of the dtypes the file holds
+    ref = sorted(
+        (
+            e["ts"],
+            max(e["args"]["In msg nelems"], e["args"]["Out msg nelems"]) * size[e["args"]["dtype"]],
+            e["dur"],
+            e["args"]["Collective name"],
+            e["args"]["Group size"],
+        )
+        for e in d["traceEvents"]
+        if e.get("cat") == "kernel" and "Collective name" in e.get("args", {})
+    )
+    c = analyze(ne.load(path), rules=RULES).collectives.sort_values("first_arrival_ns")
+    assert len(c) == len(ref)
+    assert c["bytes"].tolist() == [r[1] for r in ref]
+    assert (c["pg"] == "pg 0").all() and (c["num_ranks"] == 1).all()
+    # group of 2: all_reduce's factor 2(n-1)/n = 1, broadcast's 1
+    expect_bw = np.array([r[1] / (r[2] * 1000) for r in ref])
+    np.testing.assert_allclose(c["busbw_gbps"].to_numpy(), expect_bw, rtol=1e-3)
+    assert sorted(set(c["collective_name"])) == sorted({r[3] for r in ref})
+
+
+def test_planted_slow_link_is_named_by_slow_collective(tmp: str) -> None:
+    out = Path(tmp) / "run_slow_link"
+    synth_ranks.write_run(out, 4, seed=2, slow_link_bucket=2, slow_link_gbps=10.0)
+    a = analyze(ne.load(out), rules=RULES, thresholds={"slow_collective.peak_busbw_gbps": 100})
+    c = a.collectives
+    slow = c[c["busbw_gbps"] < 50]
+    assert slow["seq"].tolist() == [2, 2, 2]  # the planted bucket of each of the 3 steps, nothing else
+    assert slow["busbw_gbps"].to_numpy() == pytest.approx(10.0, rel=1e-3)
+    (f,) = [f for f in a.findings if f.rule_id == "slow_collective"]
+    assert f.metrics["slow_collectives"]["value"] == 3
+    # each runs 10x slower than at peak: the time lost is 9/10 of their transfer time
+    lost = 0.9 * slow["xfer_ns"].sum()
+    assert f.metrics["lost_ns"]["value"] == pytest.approx(lost, rel=1e-3)
+    # a slow link delays every rank alike: nobody is the culprit
+    assert not [f for f in a.findings if f.rule_id == "culprit_rank"]
