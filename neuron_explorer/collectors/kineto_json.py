@@ -46,7 +46,7 @@ from neuron_explorer.trace.arrow import (
 )
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
-from neuron_explorer.trace.repairs import DROPPED, IGNORED, KEPT_AS_TEXT, Repairs
+from neuron_explorer.trace.repairs import DROPPED, IGNORED, KEPT_AS_TEXT, REPLACED, Repairs
 
 try:  # ISA-L's gzip is 2-3x faster than zlib's; fall back to the standard library.
     from isal import igzip as _gzip
@@ -487,7 +487,7 @@ def _columns(events: list[_Event]) -> RawEvents:
     if carry.PREFIX in data:  # an export of ours: take back the columns it carried
         args_raw, columns = take_carried(args_raw, _NO_ARGS, issues)
         data = b"".join(args_raw)
-    args = _args_text(args_raw, data)
+    args = _args_text(args_raw, data, issues)
     typed = _typed_args(args_raw, to_numpy(cat.indices, fill=-1))
     return RawEvents(
         n=n,
@@ -635,7 +635,7 @@ def _text_scalar(text: str) -> pa.Scalar:
 _EMPTY, _COMMA, _OPEN, _CLOSE = (_text_scalar(t) for t in ("", ", ", "{", "}"))
 
 
-def _args_text(raws: list[msgspec.Raw], data: bytes) -> pa.Array:
+def _args_text(raws: list[msgspec.Raw], data: bytes, issues: dict[tuple[str, str], int]) -> pa.Array:
     """The raw args fragments (``data``: them joined) as an Arrow string array (no per-item
     copies; null where an event has no args)."""
     n = len(raws)
@@ -660,10 +660,19 @@ def _args_text(raws: list[msgspec.Raw], data: bytes) -> pa.Array:
     try:
         return arr.cast(pa.large_string()).cast(pa.string())
     except pa.ArrowInvalid:
-        # Invalid UTF-8 inside args: keep the text, replacing the bad bytes.
-        return string_array(
-            [bytes(r).decode("utf-8", "replace") if ok else None for r, ok in zip(raws, valid.tolist())]
-        )
+        # Invalid UTF-8 inside args: keep the text, replacing the bad bytes (counted).
+        texts = [bytes(r).decode("utf-8", "replace") if ok else None for r, ok in zip(raws, valid.tolist())]
+        bad = sum(_not_utf8(r) for r, ok in zip(raws, valid.tolist()) if ok)
+        issues[(checks.ARGS_NOT_UTF8, REPLACED)] = issues.get((checks.ARGS_NOT_UTF8, REPLACED), 0) + bad
+        return string_array(texts)
+
+
+def _not_utf8(raw: msgspec.Raw) -> bool:
+    try:
+        bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _parse_ts(raws: list[msgspec.Raw]) -> np.ndarray:

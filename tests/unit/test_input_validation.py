@@ -41,7 +41,9 @@ KINETO_CASES: dict[str, tuple[int, str, int] | str] = {
     "dur_string_bool.json": (6, "dur is not a number", 2),
     "flows_to_nowhere.json": (10, "", 0),
     "instant_with_duration_ph_quote.json": (8, "", 0),
+    "args_invalid_utf8.json": (8, "args not valid UTF-8", 1),
     "bad_deflate_block.json.gz": "cannot decompress",
+    "fuzzer_invalid_json_inside_deep_args.json.gz": "traceEvents list never closes",
     "every_event_invalid.json": "no valid event",
 }
 
@@ -106,7 +108,7 @@ def _events_in(path: Path) -> int:
         raw = gzip.decompress(raw)
     if b'{"x": {"x": ' in raw:  # (too deep for json.loads: count the events by their phase)
         return raw.count(b'"ph": ')
-    return len(json.loads(raw)["traceEvents"])
+    return len(json.loads(raw.decode("utf-8", "replace"))["traceEvents"])
 
 
 def test_deep_args_are_kept_byte_for_byte_and_streamed_decoding_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
