@@ -185,12 +185,13 @@ def parquet_case(data: bytes, workdir: Path, command: str = "info", mutation: st
     for old in workdir.iterdir():
         old.unlink()
     src = workdir / "in.parquet"
-    out = workdir / "out.html"
+    out = workdir / ("out.json" if command == "export" else "out.html")
     src.write_bytes(data)
     argv = {
         "info": ["info", str(src)],
         "analyze": ["analyze", str(src)],
         "report": ["report", str(src), "-o", str(out)],
+        "export": ["export", str(src), "--format", "chrome", "-o", str(out)],
     }[command]
     code, stderr, exc = _fuzz.run_cli(argv)
     if exc is not None:
@@ -212,7 +213,6 @@ def _accepted(src: Path) -> tuple[str, str]:
     import warnings
 
     from neuron_explorer.trace import Trace
-
     from neuron_explorer.trace.errors import TraceFormatError
 
     with warnings.catch_warnings():

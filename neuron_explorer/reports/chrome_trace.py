@@ -21,8 +21,10 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from neuron_explorer.collectors import json_depth
 from neuron_explorer.trace import carry
 from neuron_explorer.trace.atomic import atomic_path
+from neuron_explorer.trace.errors import TraceFormatError
 from neuron_explorer.trace.model import Trace
 
 _COLUMNS = ["ph", "category", "name", "pid", "tid", "start_ns", "dur_ns", "flow_id", "args", "extra"]
@@ -72,11 +74,15 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
         ids = cols["flow_id"].to_pylist()
         args = cols["args"].to_pylist()
         extra = cols["extra"].to_pylist()
+        _check_json(args, "args", offset, trace)
+        _check_json(extra, "extra", offset, trace)
         carry_rows = _carry_rows(cols, carried, extra_carry, offset, n)
-        offset += n
+        row0, offset = offset, offset + n
         parts: list[str] = []
         for i in range(n):
-            x: dict[str, Any] = msgspec.json.decode(extra[i]) if extra[i] else {}
+            x: Any = msgspec.json.decode(extra[i]) if extra[i] else {}
+            if not isinstance(x, dict):
+                raise TraceFormatError(f"event {row0 + i}: extra is not a JSON object (damaged trace)", trace.path)
             p = ph[i] or ""
             fields = [f'"ph": {enc(p).decode()}']
             if cat[i] is not None:
@@ -92,7 +98,7 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
             elif ids[i] is not None:
                 fields.append(f'"id": {ids[i]}')
             for k, v in x.items():
-                fields.append(f'"{k}": {enc(v).decode()}')
+                fields.append(f"{enc(k).decode()}: {enc(v).decode()}")
             a = args[i] if not carry_rows[i] else carry.join(carry_rows[i], args[i])
             if a is not None:
                 fields.append(f'"args": {a}')
@@ -102,6 +108,23 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
             yield (b"\n" if first else b",\n") + text.encode()
             first = False
     yield b"\n]}\n"
+
+
+def _check_json(texts: list[str | None], column: str, offset: int, trace: Trace) -> None:
+    """Every text of a batch is one JSON value (else the trace is damaged: a clean error, not an
+    invalid export). One C-level parse per batch; value by value only to name a bad one."""
+    present = [t for t in texts if t is not None]
+    try:
+        _raw_list.decode(("[" + ",".join(present) + "]").encode())
+        return
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    for i, t in enumerate(texts):
+        if t is not None and not json_depth.valid_json(t.encode()):
+            raise TraceFormatError(f"event {offset + i}: {column} is not valid JSON text (damaged trace)", trace.path)
+
+
+_raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _carry_rows(

@@ -55,7 +55,7 @@ def test_mutated_parquet_traces_never_traceback_nor_open_silently_changed(parque
     outcomes: dict[str, int] = {}
     for i in range(120):
         data, mutation = _fuzz_parquet.parquet_input(rng, parquet_seeds)
-        command = ("info", "analyze", "info", "report")[i % 4]
+        command = ("info", "analyze", "export", "report")[i % 4]
         outcome, detail = _fuzz_parquet.parquet_case(data, tmp_path, command, mutation)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         assert outcome not in BAD, (mutation, detail)
