@@ -74,11 +74,18 @@ _JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=6,
 )
+_PLAUSIBLE_TIME = st.one_of(st.integers(0, 10**13), st.decimals(0, 10**13, places=3).map(float))
+_ANY_TIME = st.one_of(
+    _PLAUSIBLE_TIME,
+    _PLAUSIBLE_TIME,
+    st.integers(-(2**66), 2**66),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _JSON_SCALARS,
+)
 _EVENT = st.fixed_dictionaries(
-    {"ph": st.sampled_from(["X", "i", "s", "f", "M", "C", "B", "E"])},
+    {"ph": st.sampled_from(["X", "X", "i", "s", "f", "M", "C", "B", "E"]), "ts": _ANY_TIME},
     optional={
-        "ts": st.one_of(st.integers(-(2**66), 2**66), st.floats(allow_nan=False, allow_infinity=False), _JSON_SCALARS),
-        "dur": st.one_of(st.integers(-(2**66), 2**66), st.floats(allow_nan=False, allow_infinity=False), _JSON_SCALARS),
+        "dur": _ANY_TIME,
         "name": st.one_of(
             st.sampled_from(["aten::mm", "ProfilerStep#2", "ProfilerStep#3000000000", "[memory]"]), _JSON_VALUES
         ),
