@@ -64,11 +64,11 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
         ph = _py(cols["ph"])
         cat = _encoded_strings(cols["category"])
         name = _encoded_strings(cols["name"])
-        pid = cols["pid"].to_numpy(zero_copy_only=False)
+        pid_l = _ints(cols["pid"])
         if multi:
-            pid = cols["rank"].to_numpy(zero_copy_only=False).astype(np.int64) * 10_000_000 + pid
-        pid_l = pid.tolist()
-        tid_l = cols["tid"].to_numpy(zero_copy_only=False).tolist()
+            ranks = _ints(cols["rank"])
+            pid_l = [None if p is None or r is None else r * 10_000_000 + p for p, r in zip(pid_l, ranks)]
+        tid_l = _ints(cols["tid"])
         ts = _us(cols["start_ns"].to_numpy(zero_copy_only=False) - base)
         dur = _us(cols["dur_ns"].to_numpy(zero_copy_only=False))
         ids = cols["flow_id"].to_pylist()
@@ -87,9 +87,9 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
             fields = [f'"ph": {enc(p).decode()}']
             if cat[i] is not None:
                 fields.append(f'"cat": {cat[i]}')
-            fields.append(f'"name": {name[i]}')
-            fields.append(f'"pid": {enc(x.pop("pid")).decode() if "pid" in x else pid_l[i]}')
-            fields.append(f'"tid": {enc(x.pop("tid")).decode() if "tid" in x else tid_l[i]}')
+            fields.append(f'"name": {name[i] or "null"}')  # (null only in a repaired trace)
+            fields.append(f'"pid": {enc(x.pop("pid") if "pid" in x else pid_l[i]).decode()}')
+            fields.append(f'"tid": {enc(x.pop("tid") if "tid" in x else tid_l[i]).decode()}')
             fields.append(f'"ts": {ts[i]}')
             if p == "X" or dur[i] != "0.000":  # (an instant with a duration keeps it)
                 fields.append(f'"dur": {dur[i]}')
@@ -145,6 +145,11 @@ def _carry_rows(
     return rows
 
 
+def _ints(arr: pa.Array) -> list[int | None]:
+    """An integer column as Python ints, None where null (a repaired trace may hold nulls)."""
+    return arr.to_numpy(zero_copy_only=False).tolist() if arr.null_count == 0 else arr.to_pylist()
+
+
 def _py(arr: pa.Array) -> list[Any]:
     return arr.cast(pa.string()).to_pylist() if pa.types.is_dictionary(arr.type) else arr.to_pylist()
 
@@ -185,7 +190,10 @@ def _not_reproduced(trace: Trace, written: Path) -> dict[str, np.ndarray]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again = import_kineto_json(written).events
+        try:
+            again = import_kineto_json(written).events
+        except TraceFormatError as exc:  # (an export bug: say so about the trace, not the temp file)
+            raise TraceFormatError(f"the Chrome export does not import back ({exc.message})", trace.path) from None
     table = trace.events
     if again.num_rows != table.num_rows:
         return {}

@@ -123,7 +123,10 @@ def test_every_input_the_fuzzer_ever_broke_on_stays_fixed(tmp_path: Path) -> Non
     assert len(inputs) >= 30
     for path in inputs:
         if path.suffix == ".parquet":
-            outcome, detail = _fuzz_parquet.parquet_case(path.read_bytes(), tmp_path, "analyze")
+            commands = ("info", "analyze", "report", "export") if path.name.startswith("fuzzer_") else ("analyze",)
+            for command in commands:
+                outcome, detail = _fuzz_parquet.parquet_case(path.read_bytes(), tmp_path, command)
+                assert outcome not in BAD, (path.name, command, detail)
         else:
             outcome, detail = _fuzz.kineto_case(path.read_bytes(), path.name.endswith(".gz"), tmp_path)
             if path.name.startswith("fuzzer_") and outcome not in BAD:  # (found through analyze)
