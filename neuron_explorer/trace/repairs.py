@@ -58,7 +58,8 @@ class Repairs:
         if not self:
             return
         entries = list(metadata.get("repairs") or []) + self.entries()
-        metadata["repairs"] = entries
+        # (sorted: a streamed import counts chunk by chunk, and must record the same list)
+        metadata["repairs"] = entries = sorted(entries, key=lambda e: (str(e.get("action")), str(e.get("what"))))
         metadata["dropped_events"] = sum(e["count"] for e in entries if e.get("action") == DROPPED)
 
     def summary(self) -> str:
