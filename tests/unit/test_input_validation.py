@@ -221,3 +221,17 @@ def test_the_real_command_line_gives_one_line_and_exit_3_or_a_warning(name: str,
         assert proc.returncode == 3 and not out.exists()
     else:
         assert proc.returncode == 0 and "neuron-explorer: warning:" in proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in KINETO_CASES.items() if not isinstance(e, str)))
+def test_streamed_decoding_makes_the_same_repairs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import neuron_explorer.collectors.kineto_json as kineto_json
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = ne.load(KINETO / name)
+        monkeypatch.setattr(kineto_json, "STREAM_THRESHOLD", 200)
+        monkeypatch.setattr(kineto_json, "CHUNK_BYTES", 300)
+        streamed = ne.load(KINETO / name)
+    assert streamed.events.equals(whole.events)
+    assert streamed.metadata.get("repairs") == whole.metadata.get("repairs")
