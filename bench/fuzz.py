@@ -40,7 +40,7 @@ def _kineto(rng: random.Random, seeds: list, work: Path) -> tuple[str, str, byte
 
 def _parquet(rng: random.Random, seeds: list, work: Path) -> tuple[str, str, bytes, str]:
     data, mutation = _fuzz_parquet.parquet_input(rng, seeds)
-    command = rng.choice(["info", "info", "info", "analyze", "report"])
+    command = rng.choice(["info", "info", "info", "analyze", "report", "export"])
     outcome, detail = _fuzz_parquet.parquet_case(data, work, command, mutation)
     return outcome, detail, data, mutation
 

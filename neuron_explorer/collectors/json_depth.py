@@ -29,7 +29,8 @@ _MARK_JSON = b'"\\u0000neuron-explorer:deep:'
 def shallow(blob: bytes, level: int) -> tuple[bytes, list[bytes]]:
     """``blob`` with every container at stack index ``level`` (0: the outermost) that holds
     nesting deeper than ``DEPTH_LIMIT`` replaced by a placeholder string (``"\\u0000...:k"``),
-    and the replaced texts (``k`` indexes them). Text it cannot balance is left as it is."""
+    and the replaced texts (``k`` indexes them). Text it cannot balance is left as it is; a cut
+    value that is not valid JSON raises ``msgspec.DecodeError``."""
     stack: list[int] = []
     deep_at_level: set[int] = set()
     spans: list[tuple[int, int]] = []
@@ -52,6 +53,8 @@ def shallow(blob: bytes, level: int) -> tuple[bytes, list[bytes]]:
     stash: list[bytes] = []
     pos = 0
     for start, end in spans:
+        if not valid_json(blob[start:end]):
+            raise msgspec.DecodeError(f"invalid JSON in a value nested deeper than {DEPTH_LIMIT} levels")
         out.append(blob[pos:start])
         out.append(_MARK_JSON + str(len(stash)).encode() + b'"')
         stash.append(blob[start:end])
@@ -90,3 +93,54 @@ def decode_metadata(text: bytes) -> tuple[dict[str, Any], int]:
     for k in deep:
         del obj[k]
     return obj, len(deep)
+
+
+_LEX = re.compile(
+    rb'\s*(?:("(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")'
+    rb"|(-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)|(true|false|null)|([\[\]{},:]))"
+)
+
+
+def valid_json(text: bytes) -> bool:
+    """Whether ``text`` is one JSON value: a grammar check with an explicit stack (any depth)."""
+    stack: list[bytes] = []
+    state = "value"
+    pos = 0
+    while True:
+        m = _LEX.match(text, pos)
+        if m is None:
+            return state == "end" and not text[pos:].strip()
+        pos = m.end()
+        punct = m.group(4)
+        scalar = punct is None
+        if state in ("value", "value_or_close"):
+            if punct == b"]" and state == "value_or_close":
+                stack.pop()
+            elif punct in (b"[", b"{"):
+                stack.append(punct)
+                state = "value_or_close" if punct == b"[" else "key_or_close"
+                continue
+            elif not scalar:
+                return False
+        elif state in ("key", "key_or_close"):
+            if m.group(1) is not None:
+                state = "colon"
+                continue
+            if not (punct == b"}" and state == "key_or_close"):
+                return False
+            stack.pop()
+        elif state == "colon":
+            if punct != b":":
+                return False
+            state = "value"
+            continue
+        elif state == "comma_or_close":
+            if punct == b",":
+                state = "value" if stack[-1] == b"[" else "key"
+                continue
+            if punct != {b"[": b"]", b"{": b"}"}[stack[-1]]:
+                return False
+            stack.pop()
+        else:  # "end": a second value
+            return False
+        state = "comma_or_close" if stack else "end"

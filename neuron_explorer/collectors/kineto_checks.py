@@ -47,6 +47,7 @@ DUR_NEGATIVE = "negative dur"
 DUR_OUT_OF_RANGE = "dur beyond the int64 ns range"
 NAME_NOT_A_STRING = "name is not a string"
 CAT_NOT_A_STRING = "cat is not a string"
+ARGS_NOT_UTF8 = "args not valid UTF-8"
 
 #: Decimal 1000 from its 16 little-endian bytes (pa.scalar and pa.array would import pandas).
 _THOUSAND = pa.Array.from_buffers(pa.decimal128(4, 0), 1, [None, pa.py_buffer(np.array([1000, 0], np.int64))])[0]

@@ -21,8 +21,10 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from neuron_explorer.collectors import json_depth
 from neuron_explorer.trace import carry
 from neuron_explorer.trace.atomic import atomic_path
+from neuron_explorer.trace.errors import TraceFormatError
 from neuron_explorer.trace.model import Trace
 
 _COLUMNS = ["ph", "category", "name", "pid", "tid", "start_ns", "dur_ns", "flow_id", "args", "extra"]
@@ -62,28 +64,32 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
         ph = _py(cols["ph"])
         cat = _encoded_strings(cols["category"])
         name = _encoded_strings(cols["name"])
-        pid = cols["pid"].to_numpy(zero_copy_only=False)
+        pid_l = _ints(cols["pid"])
         if multi:
-            pid = cols["rank"].to_numpy(zero_copy_only=False).astype(np.int64) * 10_000_000 + pid
-        pid_l = pid.tolist()
-        tid_l = cols["tid"].to_numpy(zero_copy_only=False).tolist()
+            ranks = _ints(cols["rank"])
+            pid_l = [None if p is None or r is None else r * 10_000_000 + p for p, r in zip(pid_l, ranks)]
+        tid_l = _ints(cols["tid"])
         ts = _us(cols["start_ns"].to_numpy(zero_copy_only=False) - base)
         dur = _us(cols["dur_ns"].to_numpy(zero_copy_only=False))
         ids = cols["flow_id"].to_pylist()
         args = cols["args"].to_pylist()
         extra = cols["extra"].to_pylist()
+        _check_json(args, "args", offset, trace)
+        _check_json(extra, "extra", offset, trace)
         carry_rows = _carry_rows(cols, carried, extra_carry, offset, n)
-        offset += n
+        row0, offset = offset, offset + n
         parts: list[str] = []
         for i in range(n):
-            x: dict[str, Any] = msgspec.json.decode(extra[i]) if extra[i] else {}
+            x: Any = msgspec.json.decode(extra[i]) if extra[i] else {}
+            if not isinstance(x, dict):
+                raise TraceFormatError(f"event {row0 + i}: extra is not a JSON object (damaged trace)", trace.path)
             p = ph[i] or ""
             fields = [f'"ph": {enc(p).decode()}']
             if cat[i] is not None:
                 fields.append(f'"cat": {cat[i]}')
-            fields.append(f'"name": {name[i]}')
-            fields.append(f'"pid": {enc(x.pop("pid")).decode() if "pid" in x else pid_l[i]}')
-            fields.append(f'"tid": {enc(x.pop("tid")).decode() if "tid" in x else tid_l[i]}')
+            fields.append(f'"name": {name[i] or "null"}')  # (null only in a repaired trace)
+            fields.append(f'"pid": {enc(x.pop("pid") if "pid" in x else pid_l[i]).decode()}')
+            fields.append(f'"tid": {enc(x.pop("tid") if "tid" in x else tid_l[i]).decode()}')
             fields.append(f'"ts": {ts[i]}')
             if p == "X" or dur[i] != "0.000":  # (an instant with a duration keeps it)
                 fields.append(f'"dur": {dur[i]}')
@@ -92,7 +98,7 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
             elif ids[i] is not None:
                 fields.append(f'"id": {ids[i]}')
             for k, v in x.items():
-                fields.append(f'"{k}": {enc(v).decode()}')
+                fields.append(f"{enc(k).decode()}: {enc(v).decode()}")
             a = args[i] if not carry_rows[i] else carry.join(carry_rows[i], args[i])
             if a is not None:
                 fields.append(f'"args": {a}')
@@ -102,6 +108,23 @@ def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = N
             yield (b"\n" if first else b",\n") + text.encode()
             first = False
     yield b"\n]}\n"
+
+
+def _check_json(texts: list[str | None], column: str, offset: int, trace: Trace) -> None:
+    """Every text of a batch is one JSON value (else the trace is damaged: a clean error, not an
+    invalid export). One C-level parse per batch; value by value only to name a bad one."""
+    present = [t for t in texts if t is not None]
+    try:
+        _raw_list.decode(("[" + ",".join(present) + "]").encode())
+        return
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    for i, t in enumerate(texts):
+        if t is not None and not json_depth.valid_json(t.encode()):
+            raise TraceFormatError(f"event {offset + i}: {column} is not valid JSON text (damaged trace)", trace.path)
+
+
+_raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _carry_rows(
@@ -120,6 +143,11 @@ def _carry_rows(
             elif v is not None:
                 rows[i][name] = v
     return rows
+
+
+def _ints(arr: pa.Array) -> list[int | None]:
+    """An integer column as Python ints, None where null (a repaired trace may hold nulls)."""
+    return arr.to_numpy(zero_copy_only=False).tolist() if arr.null_count == 0 else arr.to_pylist()
 
 
 def _py(arr: pa.Array) -> list[Any]:
@@ -162,7 +190,10 @@ def _not_reproduced(trace: Trace, written: Path) -> dict[str, np.ndarray]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again = import_kineto_json(written).events
+        try:
+            again = import_kineto_json(written).events
+        except TraceFormatError as exc:  # (an export bug: say so about the trace, not the temp file)
+            raise TraceFormatError(f"the Chrome export does not import back ({exc.message})", trace.path) from None
     table = trace.events
     if again.num_rows != table.num_rows:
         return {}

@@ -71,7 +71,7 @@ def _is_neuron(path: Path) -> bool:
         return is_neuron_profile(path)
     try:
         obj = load_json(path)
-    except NeuronExplorerError:
+    except (NeuronExplorerError, RecursionError):  # (a probe: the Kineto error stands)
         return False
     return is_device_json(obj) or is_system_json(obj)
 

@@ -23,8 +23,24 @@ KEY = "neuron_explorer"
 PREFIX = b'{"' + KEY.encode() + b'": '
 #: Carried for every event that has them (so Perfetto users see the source lines).
 ALWAYS = ("src_file", "src_line", "src_func", "src_module", "src_precision")
-#: Columns that have a Chrome field (or are the row number or file-level), never carried.
-NATIVE = ("event_id", "rank", "ph", "category", "name", "pid", "tid", "start_ns", "dur_ns", "flow_id", "args", "extra")
+#: Columns that have a Chrome field, are the row number or file-level, or are the args text
+#: itself (``input_shapes``/``input_types``): never carried.
+NATIVE = (
+    "event_id",
+    "rank",
+    "ph",
+    "category",
+    "name",
+    "pid",
+    "tid",
+    "start_ns",
+    "dur_ns",
+    "flow_id",
+    "args",
+    "extra",
+    "input_shapes",
+    "input_types",
+)
 _ORIGINAL = "_args"
 
 

@@ -19,6 +19,7 @@ NULLED = "set to null"  # the column's value is null; the original stays in ``ar
 CLAMPED = "clamped"  # the value was moved to the nearest valid one
 IGNORED = "ignored"  # a metadata key or file-level value was not used
 KEPT_AS_TEXT = "kept as text"  # the value is kept verbatim but not interpreted
+REPLACED = "bytes replaced"  # text that is not UTF-8: the bad bytes became U+FFFD
 
 
 class TraceRepairWarning(UserWarning):
@@ -57,7 +58,8 @@ class Repairs:
         if not self:
             return
         entries = list(metadata.get("repairs") or []) + self.entries()
-        metadata["repairs"] = entries
+        # (sorted: a streamed import counts chunk by chunk, and must record the same list)
+        metadata["repairs"] = entries = sorted(entries, key=lambda e: (str(e.get("action")), str(e.get("what"))))
         metadata["dropped_events"] = sum(e["count"] for e in entries if e.get("action") == DROPPED)
 
     def summary(self) -> str:

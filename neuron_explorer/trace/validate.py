@@ -2,7 +2,7 @@
 
 The rules (docs/schema.md, "Validation"), whole-column:
 
-- the file holds at least one event; the required columns (``REQUIRED``) are present with a
+- the file holds at least one event; text columns hold UTF-8; the required columns (``REQUIRED``) are present with a
   type that converts losslessly to the schema's (any integer width for integers, plain or
   dictionary strings for text, integers for floats); ``event_id`` is 0..n-1 in row order;
   ``start_ns`` has no null and stays within +-``MAX_TIME_NS``; ``dur_ns`` is at most
@@ -135,6 +135,20 @@ def check_columns(
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def _check_text(col: pa.ChunkedArray, name: str, path: Path) -> None:
+    """Text columns hold UTF-8 (Parquet does not check it on read; a flipped bit would fail
+    later, far from here). Dictionary columns: their dictionaries only."""
+    typ = col.type
+    is_dict = pa.types.is_dictionary(typ)
+    if not (is_dict or pa.types.is_string(typ) or pa.types.is_large_string(typ)):
+        return
+    for chunk in col.chunks:
+        try:
+            (chunk.dictionary if is_dict else chunk).validate(full=True)
+        except pa.ArrowInvalid:
+            raise TraceFormatError(f"damaged trace: column {name} holds text that is not UTF-8", path) from None
+
+
 def _type_name(typ: pa.DataType) -> str:
     return f"{typ.value_type} (dictionary)" if pa.types.is_dictionary(typ) else str(typ)
 
@@ -143,6 +157,8 @@ def check_values(table: pa.Table, path: Path, repairs: Repairs) -> pa.Table:
     """Times, ids and links of the rows, per the module's rules."""
     n = table.num_rows
     names = table.column_names
+    for name in names:
+        _check_text(table[name], name, path)
     if "event_id" in names:
         ids = table["event_id"]
         if ids.null_count or not np.array_equal(to_numpy(ids), np.arange(n)):

@@ -49,9 +49,11 @@ def _text(path: Path) -> str:
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
 
-#: regression inputs the importer rejects (the rest import, repaired, and must round-trip)
-REJECTED = ("bad_deflate_block.json.gz", "every_event_invalid.json", "deep_args_truncated_neuron_probe.json")
-FIXTURES = BUNDLED_TRACES + sorted(p for p in FUZZ_KINETO.iterdir() if p.name not in REJECTED)
+#: The accepted inputs of tests/data/fuzz (fuzzer-found ones and these are rejected).
+_REJECTED = ("bad_deflate_block.json.gz", "every_event_invalid.json", "deep_args_truncated_neuron_probe.json")
+FIXTURES = BUNDLED_TRACES + sorted(
+    p for p in FUZZ_KINETO.iterdir() if p.name not in _REJECTED and not p.name.startswith("fuzzer_")
+)
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
@@ -139,3 +141,21 @@ def test_a_capture_keeps_its_exact_lines_and_perfetto_sees_them(tmp_path: Path) 
     doc = json.loads((tmp_path / "t.json").read_text())
     carried = [e["args"]["neuron_explorer"] for e in doc["traceEvents"] if "neuron_explorer" in e.get("args", {})]
     assert {c.get("src_line") for c in carried if c.get("src_file") == str(path)} >= {6, 7, 8, 9}
+
+
+def test_a_damaged_args_text_is_a_clean_error_not_an_invalid_export(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from tests._fuzz import run_cli
+
+    clean = Path(__file__).resolve().parent.parent / "data" / "fuzz" / "parquet" / "clean.parquet"
+    table = pq.read_table(clean)
+    args = table["args"].to_pylist()
+    args[2] = '{"External id": '
+    src = tmp_path / "damaged.parquet"
+    pq.write_table(table.set_column(table.column_names.index("args"), "args", pa.array(args, pa.string())), src)
+    out = tmp_path / "out.json"
+    code, stderr, exc = run_cli(["export", str(src), "--format", "chrome", "-o", str(out)])
+    assert exc is None and code == 3
+    assert stderr == f"neuron-explorer: error: {src}: event 2: args is not valid JSON text (damaged trace)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.parquet"]

@@ -55,7 +55,7 @@ def test_mutated_parquet_traces_never_traceback_nor_open_silently_changed(parque
     outcomes: dict[str, int] = {}
     for i in range(120):
         data, mutation = _fuzz_parquet.parquet_input(rng, parquet_seeds)
-        command = ("info", "analyze", "info", "report")[i % 4]
+        command = ("info", "analyze", "export", "report")[i % 4]
         outcome, detail = _fuzz_parquet.parquet_case(data, tmp_path, command, mutation)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         assert outcome not in BAD, (mutation, detail)
@@ -74,11 +74,18 @@ _JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=6,
 )
+_PLAUSIBLE_TIME = st.one_of(st.integers(0, 10**13), st.decimals(0, 10**13, places=3).map(float))
+_ANY_TIME = st.one_of(
+    _PLAUSIBLE_TIME,
+    _PLAUSIBLE_TIME,
+    st.integers(-(2**66), 2**66),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _JSON_SCALARS,
+)
 _EVENT = st.fixed_dictionaries(
-    {"ph": st.sampled_from(["X", "i", "s", "f", "M", "C", "B", "E"])},
+    {"ph": st.sampled_from(["X", "X", "i", "s", "f", "M", "C", "B", "E"]), "ts": _ANY_TIME},
     optional={
-        "ts": st.one_of(st.integers(-(2**66), 2**66), st.floats(allow_nan=False, allow_infinity=False), _JSON_SCALARS),
-        "dur": st.one_of(st.integers(-(2**66), 2**66), st.floats(allow_nan=False, allow_infinity=False), _JSON_SCALARS),
+        "dur": _ANY_TIME,
         "name": st.one_of(
             st.sampled_from(["aten::mm", "ProfilerStep#2", "ProfilerStep#3000000000", "[memory]"]), _JSON_VALUES
         ),
@@ -116,7 +123,12 @@ def test_every_input_the_fuzzer_ever_broke_on_stays_fixed(tmp_path: Path) -> Non
     assert len(inputs) >= 30
     for path in inputs:
         if path.suffix == ".parquet":
-            outcome, detail = _fuzz_parquet.parquet_case(path.read_bytes(), tmp_path, "analyze")
+            commands = ("info", "analyze", "report", "export") if path.name.startswith("fuzzer_") else ("analyze",)
+            for command in commands:
+                outcome, detail = _fuzz_parquet.parquet_case(path.read_bytes(), tmp_path, command)
+                assert outcome not in BAD, (path.name, command, detail)
         else:
             outcome, detail = _fuzz.kineto_case(path.read_bytes(), path.name.endswith(".gz"), tmp_path)
+            if path.name.startswith("fuzzer_") and outcome not in BAD:  # (found through analyze)
+                outcome, detail = _fuzz.kineto_case(path.read_bytes(), path.name.endswith(".gz"), tmp_path, "analyze")
         assert outcome not in BAD, (path.name, detail)

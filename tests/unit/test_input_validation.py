@@ -41,7 +41,11 @@ KINETO_CASES: dict[str, tuple[int, str, int] | str] = {
     "dur_string_bool.json": (6, "dur is not a number", 2),
     "flows_to_nowhere.json": (10, "", 0),
     "instant_with_duration_ph_quote.json": (8, "", 0),
+    "args_invalid_utf8.json": (8, "args not valid UTF-8", 1),
     "bad_deflate_block.json.gz": "cannot decompress",
+    "fuzzer_invalid_json_inside_deep_args.json.gz": "traceEvents list never closes",
+    "fuzzer_analyze_deep_probe_a244.json.gz": "events have no 'ph'",
+    "fuzzer_analyze_deep_probe_d190.json.gz": "traceEvents list never closes",
     "every_event_invalid.json": "no valid event",
 }
 
@@ -61,6 +65,8 @@ PARQUET_CASES: dict[str, tuple[str, str] | str] = {
     "dur_ns_int64_max.parquet": "dur_ns beyond",
     "empty_table.parquet": "the trace holds no events",
     "fuzzer_flipped_footer_int128.parquet": "not a readable Parquet file",
+    "fuzzer_pid_bool_export.parquet": ("set to null", "op_id outside the trace"),
+    "fuzzer_flipped_bit_invalid_utf8.parquet": "column name holds text that is not UTF-8",
 }
 
 
@@ -106,7 +112,7 @@ def _events_in(path: Path) -> int:
         raw = gzip.decompress(raw)
     if b'{"x": {"x": ' in raw:  # (too deep for json.loads: count the events by their phase)
         return raw.count(b'"ph": ')
-    return len(json.loads(raw)["traceEvents"])
+    return len(json.loads(raw.decode("utf-8", "replace"))["traceEvents"])
 
 
 def test_deep_args_are_kept_byte_for_byte_and_streamed_decoding_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,7 +169,8 @@ def test_each_damaged_parquet_trace_is_rejected_in_one_line_or_repaired_out_loud
         return
     action, what = expected
     assert code == 0, stderr
-    assert f"{src}: repaired the input: {action} ({what}" in stderr
+    line = next(ln for ln in stderr.splitlines() if f"{src}: repaired the input: " in ln)
+    assert f"{action} (" in line and what in line
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trace = Trace.read(src)
@@ -214,3 +221,17 @@ def test_the_real_command_line_gives_one_line_and_exit_3_or_a_warning(name: str,
         assert proc.returncode == 3 and not out.exists()
     else:
         assert proc.returncode == 0 and "neuron-explorer: warning:" in proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in KINETO_CASES.items() if not isinstance(e, str)))
+def test_streamed_decoding_makes_the_same_repairs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import neuron_explorer.collectors.kineto_json as kineto_json
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = ne.load(KINETO / name)
+        monkeypatch.setattr(kineto_json, "STREAM_THRESHOLD", 200)
+        monkeypatch.setattr(kineto_json, "CHUNK_BYTES", 300)
+        streamed = ne.load(KINETO / name)
+    assert streamed.events.equals(whole.events)
+    assert streamed.metadata.get("repairs") == whole.metadata.get("repairs")
