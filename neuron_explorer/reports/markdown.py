@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from neuron_explorer.analyzers import Analysis
-from neuron_explorer.reports._format import fmt_line, fmt_ns, fmt_value, short
+from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
+from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 
 _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
 
@@ -14,6 +15,8 @@ def _cell(text: object) -> str:
 
 def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     s = a.summary
+    where = Locations.for_analysis(a)
+    function_level = False
     out = [
         f"## Neuron Explorer analysis: `{_cell(s['source'] or 'trace')}`",
         "",
@@ -48,7 +51,8 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
             out.append(" · ".join(f"{k}: **{fmt_value(v)}**" for k, v in f.metrics.items()))
         if f.source_lines:
             out.append("")
-            out.append("Where: " + ", ".join(f"`{fmt_line(x)}`" for x in f.source_lines[:3]))
+            out.append("Where: " + ", ".join(f"`{_cell(where.finding_line(x))}`" for x in f.source_lines[:3]))
+            function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in f.source_lines[:3])
         out += ["", f"**Fix:** {_cell(f.recommendation)}", ""]
     if len(a.kernels):
         out += ["### Top kernels", "", "| kernel | category | count | total | % |", "|---|---|---:|---:|---:|"]
@@ -60,13 +64,17 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     if len(a.source_lines):
         out += ["### Top source lines", "", "| line | host (self) | device | kernels |", "|---|---:|---:|---:|"]
         for r in a.source_lines.head(top).itertuples():
+            prec = getattr(r, "src_precision", None)
+            function_level |= where.is_function_level(r.src_file, r.src_line, prec)
             out.append(
-                f"| `{_cell(short(f'{r.src_file}:{r.src_line} ({r.src_func})', 70))}` | {fmt_ns(r.host_ns)} | "
+                f"| `{_cell(where.format(r.src_file, r.src_line, r.src_func, prec))}` | {fmt_ns(r.host_ns)} | "
                 f"{fmt_ns(r.device_ns)} | {r.kernel_count:,} |"
             )
         out.append("")
+    if function_level:
+        out += [f"_{_cell(FUNCTION_LEVEL_HINT)}_", ""]
     if a.skipped:
-        out += ["<details><summary>Rules skipped</summary>", ""]
+        out += [f"<details><summary>{_cell(skipped_summary(a.skipped))}</summary>", ""]
         out += [f"- `{rid}`: {_cell(why)}" for rid, why in a.skipped]
         out += ["", "</details>", ""]
     return "\n".join(out)

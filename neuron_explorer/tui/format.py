@@ -34,10 +34,17 @@ def fmt_bytes(n: float | int | None) -> str:
     return f"{n:.0f} B"
 
 
-def fmt_value(column: Column, value: Any) -> str:
-    """A table cell as text, by the column's unit."""
+def fmt_value(column: Column, value: Any, width: int | None = None, root: str | None = None) -> str:
+    """A table cell as text, by the column's unit; a source path or location fitted to ``width``."""
     if value is None:
         return ""
+    if column.unit in ("path", "loc"):
+        from neuron_explorer.reports.location import Locations
+
+        where = Locations(root)
+        if column.unit == "path":
+            return where.format(value, None, width=width)
+        return where.format(*value, width=width)
     if column.unit == "ns":
         return fmt_ns(value)
     if column.unit == "bytes":

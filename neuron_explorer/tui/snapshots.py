@@ -19,7 +19,10 @@ class Column:
 
     key: str
     label: str
-    unit: str = ""  # "ns" (duration), "bytes", "%", "" (plain), "count"
+    # "ns" (duration), "bytes", "%", "" (plain), "count", "path" (a source file) or "loc" (a
+    # source location: (file, line, func, precision)); paths and locations are shown the one
+    # way every output shows them (reports.location), fitted to the column
+    unit: str = ""
     width: int | None = None
 
 
@@ -31,6 +34,7 @@ class TableSnapshot:
     rows: tuple[tuple[Any, ...], ...]
     title: str = ""
     note: str = ""  # e.g. "showing the 200 longest of 5,301 calls"
+    root: str | None = None  # source paths are shown relative to it (see reports.location)
 
     def column_index(self, key: str) -> int:
         return next(i for i, c in enumerate(self.columns) if c.key == key)
@@ -38,6 +42,15 @@ class TableSnapshot:
     @classmethod
     def empty(cls, columns: tuple[Column, ...], note: str = "") -> TableSnapshot:
         return cls(columns, (), note=note)
+
+    def text_of(self, column: Column, value: Any) -> str:
+        """What a filter matches: a location as it reads, other values as text."""
+        if column.unit in ("path", "loc") and value is not None:
+            from neuron_explorer.reports.location import Locations
+
+            where = Locations(self.root)
+            return where.path(value) if column.unit == "path" else where.format(*value)
+        return "" if value is None else str(value)
 
 
 @dataclass(frozen=True)

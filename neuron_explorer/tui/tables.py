@@ -7,6 +7,7 @@ labels columns, and reads a source file's text when it is on this machine.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ KERNELS_COLUMNS = (
     Column("pct", "% device", "%"),
 )
 FILES_COLUMNS = (
-    Column("src_file", "File", width=60),
+    Column("src_file", "File", "path", width=60),
     Column("lines", "Lines", "count"),
     Column("host_ns", "Host", "ns"),
     Column("device_ns", "Device", "ns"),
@@ -92,7 +93,17 @@ def files_table(analysis: Analysis) -> TableSnapshot:
         .reset_index()
     )
     g = g.assign(_key=g["host_ns"] + g["device_ns"]).sort_values("_key", ascending=False)
-    return table_from_frame(g, FILES_COLUMNS, "Source files")
+    snap = table_from_frame(g, FILES_COLUMNS, "Source files")
+    return replace(snap, root=location_root(analysis))
+
+
+def location_root(analysis: Analysis | None) -> str | None:
+    """The directory source paths are shown relative to, the same as every output's."""
+    if analysis is None:
+        return None
+    from neuron_explorer.reports.location import Locations
+
+    return Locations.for_analysis(analysis).root
 
 
 def source_file(analysis: Analysis, path: str, search_dirs: tuple[Path, ...] = ()) -> SourceFile:

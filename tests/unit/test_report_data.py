@@ -100,7 +100,9 @@ def test_cpu_trace_report_has_source_lines_with_code_and_no_kernel_figure() -> N
     data = build_report_data(trace, analysis)
     assert data["figures"]["kernels"] is None
     lines = data["tables"]["lines"]["rows"]
-    assert any(loc.endswith("exp1c_small_example.py:6") for loc in lines["location"])
+    # the imported trace knows def lines only: the location says so, as every output does
+    assert "exp1c_small_example.py:6 (def, function-level)" in lines["location"]
+    assert any("neuron-explorer record" in note for note in data["notes"])
     cost = [h + d for h, d in zip(lines["host_ns"], lines["device_ns"])]
     assert cost == sorted(cost, reverse=True)  # most costly line first
     assert data["figures"]["lines"]["data"][0]["x"][0] > 0
@@ -208,13 +210,15 @@ def test_line_profile_shows_the_code_of_a_readable_source_file(tmp_path: Path) -
     trace = synthetic_trace(tmp_path / "t.parquet", 3, src_file=str(script))
     data = build_report_data(trace, analyze(trace))
     rows = data["tables"]["lines"]["rows"]
-    # Then the line-level table shows file:line, its code and the kernel time it launched
-    i = rows["location"].index(f"{script}:2")
+    # Then the line-level table shows file:line (relative to the trace's user files, as every
+    # output shows it), its code and the kernel time it launched
+    i = rows["location"].index("train.py:2")
+    assert rows["path"][i] == f"{script}:2"
     assert rows["code"][i] == "y = torch.mm(a, b)  # the hot line"
     assert rows["device_ns"][i] == 3 * 5000
     # and the timeline's hover knows the source line
     seg = data["timeline"]["steps"][0]["segments"]
-    assert f"{script}:2" in [data["strings"][k] for k in seg["src"] if k >= 0]
+    assert "train.py:2" in [data["strings"][k] for k in seg["src"] if k >= 0]
 
 
 def test_multi_rank_run_gets_per_rank_bars_and_lanes(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.tui.app import ExplorerApp, HelpScreen
 from neuron_explorer.tui.data import TraceSource
+from neuron_explorer.tui.timeline_view import TimelineView
 from neuron_explorer.tui.views.source import SourceFileScreen
-from neuron_explorer.tui.widgets import SnapshotTable, TimelineView
+from neuron_explorer.tui.widgets import SnapshotTable, SortChooser
 
 from .tui_trace import SOURCE_DIR, tiny_trace
 
@@ -82,19 +83,28 @@ async def test_number_keys_and_tab_visit_every_view_and_focus_its_table() -> Non
         assert isinstance(app.focused, TimelineView)
 
 
-async def test_ops_table_sorts_by_key_and_by_header_click() -> None:
+def header_labels(table: SnapshotTable) -> list[str]:
+    return [str(c.label) for c in table.ordered_columns]
+
+
+async def test_ops_table_sorts_by_a_chosen_column_and_by_header_click_shown_in_the_header() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("3")
         table = app.query_one("#ops-pane .main-table", SnapshotTable)
         names = lambda: [table.row_values(i)[0] for i in table.shown]  # noqa: E731
-        await pilot.press("s")  # first column: op name, A to Z
+        await pilot.press("s")  # the chooser opens on the first column: op name, A to Z
+        assert isinstance(app.screen, SortChooser)
+        await pilot.press("enter")
+        await pilot.pause()
         assert names() == ["aten::addmm", "aten::linear", "aten::relu"]
         assert "sorted by Op ▲" in table.border_subtitle
-        await pilot.press("s")  # calls: all 2, then host total, largest first
-        await pilot.press("s")
+        assert header_labels(table)[0] == "Op ▲"
+        await pilot.press("s", "down", "down", "enter")  # host total, largest first
+        await pilot.pause()
         assert names() == ["aten::linear", "aten::addmm", "aten::relu"]
+        assert "Host total ▼" in header_labels(table) and "Op" in header_labels(table)
         await pilot.press("r")
         assert names() == ["aten::relu", "aten::addmm", "aten::linear"]
         columns = table.ordered_columns

@@ -66,7 +66,7 @@ def test_overview_counts_devices_queues_and_steps(source: TraceSource) -> None:
 def test_op_drilldown_finds_kernels_launched_by_nested_ops(source: TraceSource) -> None:
     detail = op_detail(source, "aten::linear")
     assert len(detail.calls.rows) == 2
-    assert detail.source_lines.rows == (("train.py:12", "forward", 2, 8 * MS),)
+    assert detail.source_lines.rows == ((("train.py", 12, "forward", "line"), 2, 8 * MS),)
     assert detail.related.rows == (("sm90_xmma_gemm_bf16bf16_bf16f32", 2, 10 * MS),)
 
 

@@ -137,8 +137,9 @@ def lines_figure(lines: pd.DataFrame | None) -> dict[str, Any] | None:
     device = pd.to_numeric(top.get("device_ns", 0), errors="coerce").fillna(0).to_numpy(np.float64)
     if not (host + device > 0).any():
         return None
-    locs = [str(x) for x in top["location"]]
-    y = [f"{i + 1}. {plotly_text(_shorten(_tail(loc)))}" for i, loc in enumerate(locs)]
+    labels = [str(x) for x in (top["label"] if "label" in top else top["location"])]
+    locs = [str(x) for x in (top["path"] if "path" in top else top["location"])]
+    y = [f"{i + 1}. {plotly_text(label)}" for i, label in enumerate(labels)]
     data = [
         {
             "type": "bar",
@@ -243,9 +244,3 @@ def _step_labels(df: pd.DataFrame) -> list[str]:
 
 def _shorten(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
-
-
-def _tail(path: str) -> str:
-    """``/long/path/to/train.py:12`` -> ``to/train.py:12`` for an axis label."""
-    parts = path.replace("\\", "/").split("/")
-    return "/".join(parts[-2:])

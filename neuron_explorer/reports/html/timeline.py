@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.reports.location import Locations
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import Kind
 
@@ -60,7 +61,9 @@ class StringTable:
         return idx
 
 
-def build_timeline(trace: Trace, steps: pd.DataFrame, strings: StringTable) -> dict[str, Any]:
+def build_timeline(
+    trace: Trace, steps: pd.DataFrame, strings: StringTable, where: Locations | None = None
+) -> dict[str, Any]:
     """The timeline payload: the steps shown, their lanes and (downsampled) segments.
 
     ``steps`` has one row per (rank, step) with ``start_ns`` and ``dur_ns`` (the analysis'
@@ -90,7 +93,9 @@ def build_timeline(trace: Trace, steps: pd.DataFrame, strings: StringTable) -> d
         step_events = groups.get(row.step)
         if step_events is None:
             continue
-        entry = _step_entry(step_events, int(row.step), int(row.start_ns), int(row.dur_ns), step_budget, strings)
+        entry = _step_entry(
+            step_events, int(row.step), int(row.start_ns), int(row.dur_ns), step_budget, strings, where or Locations()
+        )
         payload["downsampled"] = payload["downsampled"] or entry["downsampled"]
         payload["steps"].append(entry)
     return payload
@@ -190,7 +195,13 @@ def _assign_steps(ids: dict[str, np.ndarray], windows: pd.DataFrame) -> np.ndarr
 
 
 def _step_entry(
-    ev: pd.DataFrame, step: int, start_ns: int, dur_ns: int, step_budget: int, strings: StringTable
+    ev: pd.DataFrame,
+    step: int,
+    start_ns: int,
+    dur_ns: int,
+    step_budget: int,
+    strings: StringTable,
+    where: Locations,
 ) -> dict[str, Any]:
     lane, labels = _lanes(ev)
     lane_budget = max(200, min(LANE_BUDGET, step_budget // max(1, len(labels))))
@@ -209,7 +220,7 @@ def _step_entry(
     # Segments are bounded by the budget, so building their source labels in Python is cheap.
     files = rows["src_file"].astype("object") if "src_file" in rows else [None] * len(rows)
     lines = rows["src_line"].to_numpy() if "src_line" in rows else np.full(len(rows), -1)
-    src_text = [None if f is None or f != f else f"{f}:{n}" if n >= 0 else str(f) for f, n in zip(files, lines)]
+    src_text = [None if f is None or f != f else where.format(f, n) for f, n in zip(files, lines)]
     modules = rows["src_module"] if "src_module" in rows else pd.Series([None] * len(rows), dtype="object")
     return {
         "step": step,

@@ -18,7 +18,8 @@ from textual.widgets import Static
 from neuron_explorer.tui.format import fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot, Timeline
 from neuron_explorer.tui.timeline import timeline
-from neuron_explorer.tui.widgets import SnapshotTable, TimelineView
+from neuron_explorer.tui.timeline_view import TimelineView
+from neuron_explorer.tui.widgets import SnapshotTable
 
 LONGEST_COLUMNS = (
     Column("name", "Longest events in this step", width=50),

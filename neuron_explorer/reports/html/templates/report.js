@@ -107,7 +107,7 @@
         var ul = el("ul");
         f.source_lines.forEach(function (sl) {
           var li = el("li");
-          li.appendChild(el("code", null, (sl.file || "?") + ":" + (sl.line == null ? "?" : sl.line)));
+          li.appendChild(el("code", { title: (sl.file || "?") + ":" + (sl.line == null ? "?" : sl.line) }, sl.location || sl.file || "?"));
           if (sl.func) li.appendChild(document.createTextNode(" in " + sl.func));
           if (sl.ns != null) li.appendChild(document.createTextNode(" · " + fmtNs(sl.ns)));
           if (sl.code) { li.appendChild(document.createTextNode(" ")); li.appendChild(el("span", { class: "code" }, sl.code.trim())); }
@@ -245,16 +245,34 @@
         : col.type === "pct" ? (v == null ? "–" : v.toFixed(2) + "%") : col.type === "int" ? fmtNum(v)
         : col.type === "float" ? (v == null ? "–" : v.toFixed(2)) : (v == null ? "–" : v);
       if (col.type === "ns" && v != null) td.title = fmtNum(v) + " ns";
+      else if (col.title && spec.rows[col.title][r] != null) td.title = spec.rows[col.title][r];
+      else if (col.type === "text" && v != null) td.title = v;
       return td;
     }
+    var texts = cols.filter(function (c) { return NUMERIC.indexOf(c.type) < 0; }), needle = "";
+    function matches(r) {
+      return !needle || texts.some(function (c) {
+        var v = spec.rows[c.key][r];
+        return v != null && String(v).toLowerCase().indexOf(needle) >= 0;
+      });
+    }
+    var count = el("span", { class: "filter-count" });
     function fill() {
       tbody.textContent = "";
+      var shown = 0;
       order.forEach(function (r) {
+        if (!matches(r)) return;
+        shown++;
         var row = el("tr");
         cols.forEach(function (c) { row.appendChild(cell(c, r)); });
         tbody.appendChild(row);
       });
+      count.textContent = needle ? shown + " of " + order.length + " rows match" : "";
     }
+    var filter = el("input", { type: "search", class: "table-filter", placeholder: "filter " + name + "…",
+      "aria-label": "filter the " + name + " table", "data-filter": name });
+    filter.addEventListener("input", function () { needle = filter.value.trim().toLowerCase(); fill(); });
+    var bar = el("div", { class: "filter-bar" }); bar.appendChild(filter); bar.appendChild(count);
     cols.forEach(function (c) {
       var numeric = NUMERIC.indexOf(c.type) >= 0;
       var th = el("th", numeric ? { class: "num", "aria-sort": "none" } : { "aria-sort": "none" });
@@ -276,7 +294,7 @@
       th.appendChild(b); tr.appendChild(th);
     });
     thead.appendChild(tr); table.appendChild(thead); table.appendChild(tbody); fill();
-    host.appendChild(table);
+    host.parentNode.insertBefore(bar, host); host.appendChild(table);
     if (spec.total_rows > spec.shown_rows) {
       host.after(el("p", { class: "table-note" }, "Showing the top " + fmtNum(spec.shown_rows) + " of " + fmtNum(spec.total_rows) + " rows."));
     }
@@ -305,7 +323,7 @@
   renderTable("ops");
   plot("lines", F.lines, "No source-line attribution in this trace: record with with_stack=True (or neuron-explorer record) to map time to lines of code.");
   renderTable("lines");
-  plot("memory", F.memory, "No memory events in this trace: record with profile_memory=True to see a memory timeline.");
+  plot("memory", F.memory, "No memory events in this trace: record with neuron-explorer record --memory (or profile_memory=True) to see a memory timeline.");
   renderTable("memory");
   watchTheme();
   window.__neuronExplorerReport = { ready: true, renderMs: performance.now() - started, figures: rendered.length };
