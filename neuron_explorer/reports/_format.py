@@ -59,7 +59,7 @@ def skipped_groups(skipped: list[tuple[str, str]]) -> list[tuple[str, list[str]]
     groups: dict[str, list[str]] = {}
     for rule_id, why in skipped:
         text = str(why).removeprefix("skipped: ").strip().removeprefix("needs ")
-        for stop in (" (", ";", ":"):
+        for stop in (" (", ";", ":", ","):
             cut = text.find(stop)
             if cut > 0:
                 text = text[:cut]

@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
+from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.tui.format import fmt_metric, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.views.overview import SEVERITY_STYLE
@@ -28,6 +29,8 @@ FINDING_COLUMNS = (
 )
 #: Source lines and time ranges listed in a finding's detail.
 MAX_LISTED = 10
+#: Widest a location in the detail gets (it fits the detail pane at 80 columns).
+LINE_CHARS = 36
 
 
 class FindingsPane(Horizontal):
@@ -37,6 +40,7 @@ class FindingsPane(Horizontal):
         super().__init__(id=id)
         self.findings: list[Finding] = []
         self.origin_ns = 0
+        self.where: Locations | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="findings-list"):
@@ -52,6 +56,7 @@ class FindingsPane(Horizontal):
     def show_analysis(self, analysis: Analysis, origin_ns: int) -> None:
         self.findings = list(analysis.findings)
         self.origin_ns = origin_ns
+        self.where = Locations.for_analysis(analysis)
         rows = tuple((f.title, f.severity, f.cost_ns, f.rule_id, i) for i, f in enumerate(self.findings))
         table = self.query_one(SnapshotTable)
         table.show(TableSnapshot(FINDING_COLUMNS, tuple(r[:4] for r in rows), note=_skipped_note(analysis)))
@@ -77,7 +82,7 @@ class FindingsPane(Horizontal):
     def show_finding(self, index: int) -> None:
         if 0 <= index < len(self.findings):
             self.query_one("#findings-detail-body", Static).update(
-                finding_renderable(self.findings[index], self.origin_ns)
+                finding_renderable(self.findings[index], self.origin_ns, self.where)
             )
 
     def action_leave_filter(self) -> None:
@@ -92,7 +97,7 @@ def _skipped_note(analysis: Analysis) -> str:
     return f"{len(skipped)} rules skipped" if skipped else ""
 
 
-def finding_renderable(f: Finding, origin_ns: int = 0) -> Group:
+def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None = None) -> Group:
     """A finding's full evidence: message, numbers vs thresholds, lines, time ranges, fix."""
     parts: list[Any] = [
         Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold")),
@@ -117,12 +122,15 @@ def finding_renderable(f: Finding, origin_ns: int = 0) -> Group:
         parts += [Text(""), numbers]
     if f.source_lines:
         lines = Table(title="Source lines", title_justify="left", box=None, header_style="bold")
-        lines.add_column("Line")
-        lines.add_column("Function")
-        lines.add_column("Time", justify="right")
+        # the line column must not wrap: a location is cut from the left by its own rules
+        lines.add_column("Line", no_wrap=True, overflow="ignore", ratio=1)
+        lines.add_column("Time", justify="right", no_wrap=True)
+        where = where or Locations()
         for sl in f.source_lines[:MAX_LISTED]:
-            lines.add_row(f"{sl.get('file')}:{sl.get('line')}", str(sl.get("func") or ""), fmt_ns(sl.get("ns")))
+            lines.add_row(where.finding_line(sl, LINE_CHARS), fmt_ns(sl.get("ns")))
         parts += [Text(""), lines]
+        if any(where.is_function_level(sl.get("file"), sl.get("line")) for sl in f.source_lines[:MAX_LISTED]):
+            parts.append(Text(FUNCTION_LEVEL_HINT, style="dim"))
     if f.time_ranges:
         shown = ", ".join(f"+{fmt_ns(s - origin_ns)}…+{fmt_ns(e - origin_ns)}" for s, e in f.time_ranges[:MAX_LISTED])
         more = f" (+{len(f.time_ranges) - MAX_LISTED} more)" if len(f.time_ranges) > MAX_LISTED else ""
