@@ -29,13 +29,14 @@ _SITE_DIRS = ("site-packages/", "dist-packages/")
 
 
 def common_root(files: Iterable[str], cwd: str | None = None) -> str | None:
-    """The deepest directory holding every absolute user file, or the current directory when
-    they share nothing but ``/``; None when no file is absolute (they are shown as written)."""
-    dirs = {
-        os.path.dirname(f)
-        for f in files
-        if f and os.path.isabs(f) and not is_library_path(f.replace("\\", "/"), env_excludes())
-    }
+    """The deepest directory holding every absolute user file (every file outside installed
+    packages when none is user code, e.g. this tool's own example), or the current directory
+    when they share nothing but ``/``; None when no file is absolute (shown as written)."""
+    absolute = [f for f in files if f and os.path.isabs(f)]
+    excludes = env_excludes()
+    dirs = {os.path.dirname(f) for f in absolute if not is_library_path(f.replace("\\", "/"), excludes)}
+    if not dirs:
+        dirs = {os.path.dirname(f) for f in absolute if not any(m in f.replace("\\", "/") for m in _SITE_DIRS)}
     if not dirs:
         return None
     try:
