@@ -19,7 +19,6 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.analyzers.rules import all_rules
-
 from tests.conftest import shared_fixture
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
