@@ -69,6 +69,9 @@ class ExplorerApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("explorer.tcss")  # absolute: subclasses elsewhere keep it
     TITLE = "Neuron Explorer"
+    # The screen gets -narrow / -short below these sizes: layouts that give the main table the room
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (110, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (34, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),

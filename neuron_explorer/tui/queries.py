@@ -19,8 +19,8 @@ from neuron_explorer.tui.snapshots import Column, Detail, TableSnapshot
 MAX_CALLS = 200
 
 CALL_COLUMNS = (
-    Column("rank", "Rank"),
-    Column("step", "Step"),
+    Column("rank", "Rank", drop=3),
+    Column("step", "Step", drop=2),
     Column("where", "Thread/queue"),
     Column("start", "Start", "ns"),
     Column("dur_ns", "Duration", "ns"),

@@ -24,6 +24,7 @@ class Column:
     # way every output shows them (reports.location), fitted to the column
     unit: str = ""
     width: int | None = None
+    drop: int = 0  # on a narrow terminal, columns with drop > 0 are left out, highest first
 
 
 @dataclass(frozen=True)

@@ -21,19 +21,19 @@ if TYPE_CHECKING:
 OPS_COLUMNS = (
     Column("name", "Op", width=40),
     Column("count", "Calls", "count"),
-    Column("host_total_ns", "Host total", "ns"),
+    Column("host_total_ns", "Host total", "ns", drop=1),
     Column("host_self_ns", "Host self", "ns"),
     Column("device_ns", "Device", "ns"),
     Column("kernel_count", "Kernels", "count"),
 )
 KERNELS_COLUMNS = (
     Column("name", "Kernel", width=48),
-    Column("category", "Category"),
-    Column("device_type", "Device"),
+    Column("category", "Category", drop=3),
+    Column("device_type", "Device", drop=5),
     Column("count", "Count", "count"),
     Column("total_ns", "Total", "ns"),
-    Column("mean_ns", "Mean", "ns"),
-    Column("max_ns", "Max", "ns"),
+    Column("mean_ns", "Mean", "ns", drop=2),
+    Column("max_ns", "Max", "ns", drop=4),
     Column("pct", "% device", "%"),
 )
 FILES_COLUMNS = (
@@ -49,7 +49,7 @@ LINES_COLUMNS = (
     Column("host_ns", "Host", "ns"),
     Column("device_ns", "Device", "ns"),
     Column("kernel_count", "Kernels", "count"),
-    Column("event_count", "Events", "count"),
+    Column("event_count", "Events", "count", drop=1),
 )
 
 #: Largest source file the file view reads (bigger ones show the line table only).

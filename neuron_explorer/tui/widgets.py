@@ -18,7 +18,7 @@ from neuron_explorer.tui.snapshots import Column, TableSnapshot
 #: Rows a table shows at most (after filtering); a note says when rows were left out.
 MAX_ROWS = 5000
 #: Narrowest the wide (name or path) column gets before the number columns give way.
-MIN_WIDE = 16
+MIN_WIDE = 24
 #: Widest a number column gets (a long header is cut rather than crowding the name out).
 MAX_NUMBER = 11
 
@@ -53,7 +53,8 @@ class SnapshotTable(DataTable):
         self.sort_key: str | None = None
         self.sort_reverse = True
         self.shown: list[int] = []
-        self._widths: tuple[int, ...] = ()
+        # (column index, width) of the columns shown: narrow terminals leave some out
+        self._widths: tuple[tuple[int, int], ...] = ()
 
     def show(self, snapshot: TableSnapshot) -> None:
         if self.snapshot is None or self.snapshot.columns != snapshot.columns:
@@ -141,15 +142,14 @@ class SnapshotTable(DataTable):
         cursor = self.cursor_row
         if widths != self._widths:
             self.clear(columns=True)
-            for c, w in zip(snap.columns, widths):
+            for j, w in widths:
+                c = snap.columns[j]
                 self.add_column(self._header(c, w), key=c.key, width=w)
             self._widths = widths
         else:
             self.clear()
         for i in self.shown:
-            self.add_row(
-                *[self._cell(c, snap.rows[i][j], w) for j, (c, w) in enumerate(zip(snap.columns, widths))], key=str(i)
-            )
+            self.add_row(*[self._cell(snap.columns[j], snap.rows[i][j], w) for j, w in widths], key=str(i))
         if 0 < cursor < len(self.shown):
             self.move_cursor(row=cursor)
         self._update_title(len(indices))
@@ -164,27 +164,35 @@ class SnapshotTable(DataTable):
             label = label[: max(room - 1, 1)] + "…"
         return Text(label + arrow, justify="right" if self._numeric(column.key) else "left")
 
-    def _fit(self) -> tuple[int, ...]:
-        """Column widths: numbers as wide as their values, the wide column the rest."""
+    def _fit(self) -> tuple[tuple[int, int], ...]:
+        """(column, width) of the columns shown: numbers as wide as their values, the wide
+        column the rest; when that leaves it under ``MIN_WIDE``, the columns marked ``drop``
+        are left out, highest first."""
         snap = self.snapshot
         assert snap is not None
         rows = [snap.rows[i] for i in self.shown[:200]]
-        widths = []
+        widths = {}
         for j, c in enumerate(snap.columns):
             longest = max((len(fmt_value(c, r[j], None, snap.root)) for r in rows), default=0)
             arrow = 2 if c.key == self.sort_key else 0
             if self._numeric(c.key):
-                widths.append(max(min(len(c.label), MAX_NUMBER) + arrow, longest))
+                widths[j] = max(min(len(c.label), MAX_NUMBER) + arrow, longest)
             else:
-                widths.append(max(len(c.label) + arrow, min(longest, c.width or 40)))
+                widths[j] = max(len(c.label) + arrow, min(longest, c.width or 40))
         wide = next((j for j, c in enumerate(snap.columns) if c.width and not self._numeric(c.key)), None)
         if wide is None:
-            return tuple(widths)
+            return tuple(widths.items())
         total = self.size.width or (self.app.size.width if self.is_attached else 120)
-        # each cell has one space of padding either side; the border and scrollbar take 3
-        others = sum(w + 2 for j, w in enumerate(widths) if j != wide)
-        widths[wide] = max(total - others - 2 - 3, MIN_WIDE)
-        return tuple(widths)
+        droppable = sorted((c.drop, j) for j, c in enumerate(snap.columns) if c.drop and c.key != self.sort_key)
+
+        def room() -> int:
+            # each cell has one space of padding either side; the border and scrollbar take 3
+            return total - sum(w + 2 for j, w in widths.items() if j != wide) - 2 - 3
+
+        while room() < MIN_WIDE and droppable:
+            del widths[droppable.pop()[1]]
+        widths[wide] = max(room(), MIN_WIDE)
+        return tuple(sorted(widths.items()))
 
     def _update_title(self, matched: int) -> None:
         snap = self.snapshot

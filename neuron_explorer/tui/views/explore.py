@@ -25,10 +25,25 @@ if TYPE_CHECKING:
     from neuron_explorer.tui.data import TraceSource
 
 
-class ExplorePane(Vertical):
-    """One name-keyed analysis table with its drill-down below it."""
+#: The drill-down tables, the key that focuses each, and its title.
+DETAIL_TABLES: tuple[tuple[str, str], ...] = (("calls", "c"), ("lines", "l"), ("related", "k"))
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
+
+class ExplorePane(Vertical):
+    """One name-keyed analysis table with its drill-down below it.
+
+    The drill-down appears once a row is chosen; ``c``, ``l`` and ``k`` put the keyboard in its
+    calls, source lines and related tables (on a narrow terminal only that one is shown, so
+    its columns fit), escape goes back to the main table. A drill-down table with no rows is
+    hidden and its note shown in the title line instead.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave_filter", "Back to the table", show=False),
+        Binding("c", "focus_detail('calls')", "Calls", show=False),
+        Binding("l", "focus_detail('lines')", "Lines", show=False),
+        Binding("k", "focus_detail('related')", "Related", show=False),
+    ]
 
     noun = "ops"
     related_title = "Kernels"
@@ -43,11 +58,11 @@ class ExplorePane(Vertical):
         raise NotImplementedError
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder=f"filter {self.noun} by name  ( / )", classes="filter")
+        yield Input(placeholder=f"filter {self.noun} by name  ( / )", classes="filter", compact=True)
         yield SnapshotTable(classes="main-table")
         yield Static(f"analyzing… then choose one of the {self.noun} (enter) to see its calls", classes="detail-title")
         with Horizontal(classes="detail"):
-            yield SnapshotTable(classes="calls")
+            yield SnapshotTable(classes="calls -current")
             yield SnapshotTable(classes="lines")
             yield SnapshotTable(classes="related")
 
@@ -92,10 +107,35 @@ class ExplorePane(Vertical):
         self.app.call_from_thread(self.show_detail, detail)
 
     def show_detail(self, detail: Detail) -> None:
-        self.query_one(".detail-title", Static).update(Text(detail.name, style="bold"))
-        self.query_one(".calls", SnapshotTable).show(detail.calls)
-        self.query_one(".lines", SnapshotTable).show(detail.source_lines)
-        self.query_one(".related", SnapshotTable).show(detail.related)
+        self.add_class("-chosen")
+        title = Text.assemble((detail.name, "bold"))
+        for (cls, key), snap in zip(DETAIL_TABLES, (detail.calls, detail.source_lines, detail.related)):
+            table = self.query_one(f".{cls}", SnapshotTable)
+            table.show(snap)
+            table.set_class(not snap.rows, "-empty")
+            label = str(table.border_title)
+            if snap.rows:
+                title.append(f"  {key} ", style="bold")
+                title.append(f"{label} ({len(snap.rows):,})", style="dim")
+            else:
+                title.append(f"  {label}: {snap.note or 'none'}", style="dim")
+        self.query_one(".detail-title", Static).update(title)
+        if self.query_one(".-current", SnapshotTable).has_class("-empty"):
+            shown = [t for t in self.query(".detail SnapshotTable") if not t.has_class("-empty")]
+            if shown:
+                self._make_current(shown[0])  # type: ignore[arg-type]
+
+    def action_focus_detail(self, cls: str) -> None:
+        table = self.query_one(f".{cls}", SnapshotTable)
+        if not self.has_class("-chosen") or table.has_class("-empty"):
+            return
+        self._make_current(table)
+        self.screen.set_focus(table)
+
+    def _make_current(self, table: SnapshotTable) -> None:
+        for other in self.query(".detail SnapshotTable"):
+            other.remove_class("-current")
+        table.add_class("-current")
 
 
 class OpsPane(ExplorePane):

@@ -44,7 +44,7 @@ class FindingsPane(Horizontal):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="findings-list"):
-            yield Input(placeholder="filter findings  ( / )", id="findings-filter", classes="filter")
+            yield Input(placeholder="filter findings  ( / )", id="findings-filter", classes="filter", compact=True)
             yield SnapshotTable(id="findings-table")
         with VerticalScroll(id="findings-detail", classes="panel"):
             yield Static("analyzing…", id="findings-detail-body")

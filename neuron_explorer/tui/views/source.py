@@ -30,7 +30,7 @@ class SourcePane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter files  ( / )", classes="filter")
+        yield Input(placeholder="filter files  ( / )", classes="filter", compact=True)
         yield SnapshotTable(id="files-table")
         yield Static("analyzing…", id="source-hint")
 
