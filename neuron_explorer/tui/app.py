@@ -43,9 +43,12 @@ HELP_TEXT = """\
   [b]1[/b]-[b]6[/b], [b]tab[/b] / [b]shift+tab[/b]   switch view (Overview, Findings, Ops, Kernels, Source, Timeline)
   [b]/[/b]                    filter the current table as you type; on Overview and Timeline, search everything
   [b]↑ ↓ pgup pgdn[/b]        move in a table       [b]enter[/b]  open the row (drill down, open a file)
-  [b]s[/b] / [b]r[/b]                sort by the next column / reverse (or click a column header)
+  [b]s[/b] / [b]r[/b]                choose the column to sort by / reverse (or click a column header)
+  [b]g[/b] / [b]o[/b]                on a finding, op, kernel or call: go to its time in the timeline / open its line
+  [b]c l k[/b]                Ops and Kernels: focus the drill-down's calls, source lines, related table
   [b]escape[/b]               leave the filter, close a file or this help
   [b]+ - ← → 0[/b]            timeline: zoom, pan, reset          [b][ ][/b]  previous / next step
+                       enter on an event selects it (marked in its lane, details above the list)
   [b]?[/b]                    this help             [b]q[/b]  quit
 The mouse works too: click tabs, rows and headers; scroll with the wheel.
 """
@@ -93,6 +96,7 @@ class ExplorerApp(App[None]):
         self.first_paint_s: float | None = None
         self.analysis_s: float | None = None
         self.origin_ns = 0  # the trace start, once the overview is in: offsets in findings are from it
+        self.overview: Overview | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -128,6 +132,7 @@ class ExplorerApp(App[None]):
     def _show_overview(self, overview: Overview) -> None:
         self.query_one(OverviewPane).show_overview(overview)
         self.origin_ns = overview.start_ns
+        self.overview = overview
         self.call_after_refresh(self._mark_painted)
         # Only now: the analysis would otherwise compete with the first screen for the GIL.
         self.load_analysis()
@@ -199,6 +204,19 @@ class ExplorerApp(App[None]):
         # Synchronously: a deferred focus() would land after the old pane's focused widget was
         # hidden, and Textual would refocus (and so re-activate) the old pane.
         self.screen.set_focus(self.query_one(targets[pane_id]) if pane_id in targets else None)
+
+    def goto_time(self, rank: int | None, start_ns: int, end_ns: int, event_id: int | None = None) -> None:
+        """Show the timeline at ``[start_ns, end_ns)`` (the event selected when it is listed)."""
+        self.action_view("timeline")
+        self.query_one(TimelinePane).goto(rank, start_ns, end_ns, event_id)
+
+    def open_source(self, path: str | None, line: int | None = None) -> None:
+        """Open ``path`` in the source view at ``line``."""
+        if not path:
+            return
+        if isinstance(self.screen, SourceFileScreen):
+            self.pop_screen()
+        self.push_screen(SourceFileScreen(str(path), line))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

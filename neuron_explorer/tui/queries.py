@@ -89,6 +89,9 @@ def _calls_table(calls: pd.DataFrame, where: pd.Series, origin_ns: int, root: st
             (top["start_ns"] - origin_ns).tolist(),
             top["dur_ns"].tolist(),
             src,
+            # not shown: what g (go to its time) and the timeline need
+            top["event_id"].tolist(),
+            top["start_ns"].tolist(),
         )
     )
     note = f"the {len(rows)} longest of {len(calls):,} calls" if len(calls) > len(rows) else f"{len(calls):,} calls"

@@ -132,21 +132,32 @@ class Lane:
 
 @dataclass(frozen=True)
 class TimelineEvent:
+    """One event of a step, selectable in the timeline: where, when, and the line behind it."""
+
     lane: str
     kind: str
     name: str
     start_ns: int
     dur_ns: int
+    event_id: int = -1
+    source: tuple[Any, ...] | None = None  # (file, line, func, precision), as a "loc" column shows it
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.dur_ns
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """One step of one rank: lanes and the longest events, with the step's time window."""
+    """One step of one rank: lanes and its events (the longest, up to a cap), with the step's
+    time window; ``root`` is where source paths are shown from."""
 
     rank: int
     step: int | None  # None: the trace has no steps, the whole trace is shown
     start_ns: int
     end_ns: int
     lanes: tuple[Lane, ...]
-    longest: tuple[TimelineEvent, ...]
+    events: tuple[TimelineEvent, ...]  # sorted by start
     steps: tuple[tuple[int, int], ...]  # every (rank, step) there is, to move between steps
+    total_events: int = 0
+    root: str | None = None

@@ -9,10 +9,10 @@ from neuron_explorer.analyzers import analyze
 from neuron_explorer.trace.errors import AnalysisError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.tui.data import VIEW_COLUMNS, TraceSource
-from neuron_explorer.tui.format import fmt_bytes, fmt_ns
+from neuron_explorer.tui.format import fmt_bytes, fmt_ns, zero_based_bars
 from neuron_explorer.tui.queries import kernel_detail, op_detail
 from neuron_explorer.tui.tables import files_table, ops_table, source_file
-from neuron_explorer.tui.timeline import covered, merge_intervals, render_cells, timeline
+from neuron_explorer.tui.timeline import covered, merge_intervals, render_cells, step_of, timeline
 
 from .tui_trace import MS, SOURCE_DIR, tiny_trace, write_tiny_trace
 
@@ -109,9 +109,30 @@ def test_timeline_has_a_lane_per_thread_and_queue_and_zooms_without_the_trace(so
     cells = render_cells(queue7, t.start_ns, t.end_ns, 20)
     assert len(cells) == 20
     assert {kind for _, kind in cells} >= {"kernel", "memcpy"}
-    assert t.longest[0].name == "sm90_xmma_gemm_bf16bf16_bf16f32"
+    # every event of the step is listed, by start, with the line behind it
+    assert [e.start_ns for e in t.events] == sorted(e.start_ns for e in t.events)
+    assert len(t.events) == t.total_events
+    gemm = max(t.events, key=lambda e: e.dur_ns)
+    assert gemm.name == "sm90_xmma_gemm_bf16bf16_bf16f32" and gemm.lane == "device 0 queue 7"
+    assert gemm.source == ("train.py", 12, "forward", "launch") and gemm.event_id >= 0
     step2 = timeline(source, 0, 2)
     assert step2.start_ns == t.start_ns + 10 * MS
+
+
+def test_step_of_finds_the_step_holding_a_time_or_the_nearest() -> None:
+    steps = ((0, 1, 100, 10), (0, 2, 110, 10), (1, 1, 100, 20))
+    assert step_of(steps, 0, 105) == 1 and step_of(steps, 0, 112) == 2
+    assert step_of(steps, 0, 500) == 2 and step_of(steps, 1, 0) == 1
+    assert step_of(steps, 3, 105) is None
+
+
+def test_step_bars_start_from_zero() -> None:
+    # 210 ms and 216 ms steps draw as nearly equal bars, not as empty and full
+    top, bottom = zero_based_bars([210, 216], width=2, height=2)
+    assert bottom == "██" and set(top) <= set("▇█")
+    assert zero_based_bars([50, 100], width=2, height=2) == [" █", "██"]
+    assert zero_based_bars([0, 100], width=2) == [" █"]
+    assert zero_based_bars([5] * 100, width=10) == ["█" * 10]
 
 
 def test_durations_and_sizes_read_naturally() -> None:

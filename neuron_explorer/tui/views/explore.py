@@ -43,6 +43,8 @@ class ExplorePane(Vertical):
         Binding("c", "focus_detail('calls')", "Calls", show=False),
         Binding("l", "focus_detail('lines')", "Lines", show=False),
         Binding("k", "focus_detail('related')", "Related", show=False),
+        Binding("g", "jump('time')", "Go to time"),
+        Binding("o", "jump('source')", "Open line"),
     ]
 
     noun = "ops"
@@ -50,6 +52,7 @@ class ExplorePane(Vertical):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="explore")
+        self.then: str | None = None  # "time" or "source": where to jump once the drill-down is in
 
     def table_of(self, analysis: Analysis) -> TableSnapshot:
         raise NotImplementedError
@@ -108,6 +111,7 @@ class ExplorePane(Vertical):
 
     def show_detail(self, detail: Detail) -> None:
         self.add_class("-chosen")
+        then, self.then = self.then, None
         title = Text.assemble((detail.name, "bold"))
         for (cls, key), snap in zip(DETAIL_TABLES, (detail.calls, detail.source_lines, detail.related)):
             table = self.query_one(f".{cls}", SnapshotTable)
@@ -118,12 +122,40 @@ class ExplorePane(Vertical):
                 title.append(f"  {key} ", style="bold")
                 title.append(f"{label} ({len(snap.rows):,})", style="dim")
             else:
-                title.append(f"  {label}: {snap.note or 'none'}", style="dim")
+                title.append(f"  {label}: none", style="dim")
         self.query_one(".detail-title", Static).update(title)
         if self.query_one(".-current", SnapshotTable).has_class("-empty"):
             shown = [t for t in self.query(".detail SnapshotTable") if not t.has_class("-empty")]
             if shown:
                 self._make_current(shown[0])  # type: ignore[arg-type]
+        if then is not None and detail.calls.rows:
+            self._jump_to(then, detail.calls.rows[0])  # the longest call
+
+    def action_jump(self, to: str) -> None:
+        """``g``: the chosen call's (or the row's longest call's) time in the timeline; ``o``: its
+        source line (or the chosen source line's) in the source view."""
+        focused = self.screen.focused
+        if isinstance(focused, SnapshotTable) and focused.has_class("main-table"):
+            row = focused.current_row
+            if row is not None:
+                self.then = to
+                self.choose(str(row[0]))
+            return
+        if isinstance(focused, SnapshotTable) and focused.has_class("calls") and focused.current_row:
+            self._jump_to(to, focused.current_row)
+        elif isinstance(focused, SnapshotTable) and focused.has_class("lines") and focused.current_row:
+            loc = focused.current_row[0]
+            if to == "source" and loc:
+                self.app.open_source(loc[0], loc[1])  # type: ignore[attr-defined]
+
+    def _jump_to(self, to: str, call: tuple) -> None:
+        rank, _, _, _, dur, loc, event_id, start = call
+        if to == "time":
+            self.app.goto_time(rank, start, start + dur, event_id)  # type: ignore[attr-defined]
+        elif loc:
+            self.app.open_source(loc[0], loc[1])  # type: ignore[attr-defined]
+        else:
+            self.app.notify("this call has no source line")
 
     def action_focus_detail(self, cls: str) -> None:
         table = self.query_one(f".{cls}", SnapshotTable)

@@ -25,7 +25,7 @@ FINDING_COLUMNS = (
     Column("title", "Finding", width=34),
     Column("severity", "Severity"),
     Column("cost_ns", "Cost", "ns"),
-    Column("rule_id", "Rule", width=20),
+    Column("rule_id", "Rule", width=20, drop=1),
 )
 #: Source lines and time ranges listed in a finding's detail.
 MAX_LISTED = 10
@@ -34,7 +34,14 @@ LINE_CHARS = 36
 
 
 class FindingsPane(Horizontal):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
+    """The findings; ``g`` shows the selected one's first time range in the timeline, ``o``
+    its first source line in the source view."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave_filter", "Back to the table", show=False),
+        Binding("g", "goto_time", "Go to time"),
+        Binding("o", "open_source", "Open line"),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -59,7 +66,7 @@ class FindingsPane(Horizontal):
         self.where = Locations.for_analysis(analysis)
         rows = tuple((f.title, f.severity, f.cost_ns, f.rule_id, i) for i, f in enumerate(self.findings))
         table = self.query_one(SnapshotTable)
-        table.show(TableSnapshot(FINDING_COLUMNS, tuple(r[:4] for r in rows), note=_skipped_note(analysis)))
+        table.show(TableSnapshot(FINDING_COLUMNS, rows, note=_skipped_note(analysis)))
         body = self.query_one("#findings-detail-body", Static)
         if self.findings:
             self.show_finding(0)
@@ -87,6 +94,26 @@ class FindingsPane(Horizontal):
 
     def action_leave_filter(self) -> None:
         self.screen.set_focus(self.query_one(SnapshotTable))
+
+    def _selected(self) -> Finding | None:
+        row = self.query_one(SnapshotTable).current_row
+        return self.findings[row[4]] if row is not None and 0 <= row[4] < len(self.findings) else None
+
+    def action_goto_time(self) -> None:
+        f = self._selected()
+        if f is None or not f.time_ranges:
+            self.app.notify("this finding names no time range")
+            return
+        start, end = f.time_ranges[0]
+        event_id = f.event_ids[0] if f.event_ids else None
+        self.app.goto_time(f.rank, start, end, event_id)  # type: ignore[attr-defined]
+
+    def action_open_source(self) -> None:
+        f = self._selected()
+        if f is None or not f.source_lines:
+            self.app.notify("this finding names no source line")
+            return
+        self.app.open_source(f.source_lines[0].get("file"), f.source_lines[0].get("line"))  # type: ignore[attr-defined]
 
     def focus_filter(self) -> None:
         self.screen.set_focus(self.query_one("#findings-filter", Input))  # now: the next keys are typed into it

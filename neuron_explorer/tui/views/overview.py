@@ -16,6 +16,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from neuron_explorer.reports.colors import part_color
 from neuron_explorer.tui.format import fmt_ns, zero_based_bars
 from neuron_explorer.tui.snapshots import Overview
 
@@ -26,13 +27,16 @@ if TYPE_CHECKING:
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: Breakdown parts in bar order, with their colors.
-PARTS: tuple[tuple[str, str, str], ...] = (
-    ("compute_ns", "compute", "green3"),
-    ("communication_ns", "communication", "magenta"),
-    ("memcpy_ns", "memcpy", "yellow"),
-    ("memset_ns", "memset", "light_salmon3"),
-    ("host_exposed_ns", "host exposed", "dodger_blue2"),
-    ("idle_ns", "idle", "grey50"),
+PARTS: tuple[tuple[str, str, str], ...] = tuple(
+    (key, label, part_color(key))
+    for key, label in (
+        ("compute_ns", "compute"),
+        ("communication_ns", "communication"),
+        ("memcpy_ns", "memcpy"),
+        ("memset_ns", "memset"),
+        ("host_exposed_ns", "host exposed"),
+        ("idle_ns", "idle"),
+    )
 )
 BAR_WIDTH = 50
 TOP_FINDINGS = 5
