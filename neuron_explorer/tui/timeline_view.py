@@ -145,7 +145,7 @@ class TimelineView(Widget, can_focus=True):
                     ch, style = (ch if ch != " " else "█"), f"reverse {style}".strip()
                 out.append(ch, style=style)
             out.append("\n")
-        out.append(" " * LABEL_WIDTH + " ")
+        out.append("legend  ", style="dim")  # from the left edge: it fits 80 columns
         present = {k for lane in t.lanes for k in lane.intervals}
         for kind, style in [(k, v) for k, v in KIND_STYLE.items() if k in present]:
             out.append("█ ", style=style)
