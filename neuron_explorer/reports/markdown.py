@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from neuron_explorer.analyzers import Analysis
-from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
+from neuron_explorer.reports._format import fmt_ns, fmt_value, skipped_summary
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.names import short_kernel_name
 
 _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
 
@@ -58,7 +59,7 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         out += ["### Top kernels", "", "| kernel | category | count | total | % |", "|---|---|---:|---:|---:|"]
         for r in a.kernels.head(top).itertuples():
             out.append(
-                f"| `{_cell(short(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |"
+                f"| `{_cell(short_kernel_name(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |"
             )
         out.append("")
     if len(a.source_lines):

@@ -7,6 +7,7 @@ from typing import IO, Any
 from neuron_explorer.analyzers import Analysis
 from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, short, skipped_summary
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.names import short_kernel_name
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -88,7 +89,12 @@ def render(
             t.add_column(col, justify="left" if col in ("kernel", "category") else "right")
         for r in a.kernels.head(top).itertuples():
             t.add_row(
-                short(r.name, 60), r.category, f"{r.count:,}", fmt_ns(r.total_ns), fmt_ns(r.mean_ns), f"{r.pct:.1f}"
+                short_kernel_name(r.name, 60),
+                r.category,
+                f"{r.count:,}",
+                fmt_ns(r.total_ns),
+                fmt_ns(r.mean_ns),
+                f"{r.pct:.1f}",
             )
         console.print(t)
 

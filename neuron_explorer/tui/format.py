@@ -38,6 +38,10 @@ def fmt_value(column: Column, value: Any, width: int | None = None, root: str | 
     """A table cell as text, by the column's unit; a source path or location fitted to ``width``."""
     if value is None:
         return ""
+    if column.unit == "kernel":
+        from neuron_explorer.reports.names import demangle
+
+        return demangle(str(value))
     if column.unit in ("path", "loc"):
         from neuron_explorer.reports.location import Locations
 

@@ -32,7 +32,7 @@ LINE_COLUMNS = (
     Column("total_ns", "Total", "ns"),
 )
 KERNEL_COLUMNS = (
-    Column("name", "Kernel", width=30),
+    Column("name", "Kernel", "kernel", width=30),
     Column("count", "Count", "count"),
     Column("total_ns", "Total", "ns"),
 )

@@ -19,7 +19,8 @@ class Column:
 
     key: str
     label: str
-    # "ns" (duration), "bytes", "%", "" (plain), "count", "path" (a source file) or "loc" (a
+    # "ns" (duration), "bytes", "%", "" (plain), "count", "kernel" (a name, shown demangled),
+    # "path" (a source file) or "loc" (a
     # source location: (file, line, func, precision)); paths and locations are shown the one
     # way every output shows them (reports.location), fitted to the column
     unit: str = ""
@@ -46,6 +47,10 @@ class TableSnapshot:
 
     def text_of(self, column: Column, value: Any) -> str:
         """What a filter matches: a location as it reads, other values as text."""
+        if column.unit == "kernel" and value is not None:
+            from neuron_explorer.reports.names import demangle
+
+            return demangle(str(value))
         if column.unit in ("path", "loc") and value is not None:
             from neuron_explorer.reports.location import Locations
 

@@ -27,7 +27,7 @@ OPS_COLUMNS = (
     Column("kernel_count", "Kernels", "count"),
 )
 KERNELS_COLUMNS = (
-    Column("name", "Kernel", width=48),
+    Column("name", "Kernel", "kernel", width=48),
     Column("category", "Category", drop=3),
     Column("device_type", "Device", drop=5),
     Column("count", "Count", "count"),

@@ -90,7 +90,7 @@ class SnapshotTable(DataTable):
 
     def _numeric(self, key: str) -> bool:
         assert self.snapshot is not None
-        return self.snapshot.columns[self.snapshot.column_index(key)].unit not in ("", "path", "loc")
+        return self.snapshot.columns[self.snapshot.column_index(key)].unit not in ("", "path", "loc", "kernel")
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
@@ -211,7 +211,7 @@ class SnapshotTable(DataTable):
     def _cell(self, column: Column, value: Any, width: int) -> Text:
         root = self.snapshot.root if self.snapshot else None
         text = fmt_value(column, value, width, root)
-        if column.unit and column.unit not in ("path", "loc"):
+        if column.unit and column.unit not in ("path", "loc", "kernel"):
             return Text(text, justify="right")
         return Text(text, overflow="ellipsis", no_wrap=True)
 

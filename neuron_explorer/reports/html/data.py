@@ -21,6 +21,7 @@ from neuron_explorer import __version__
 from neuron_explorer.reports.html import figures
 from neuron_explorer.reports.html.timeline import StringTable, build_timeline
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.model import Trace
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     strings = StringTable()
     where = Locations.for_analysis(analysis)
     timeline = build_timeline(trace, analysis.steps, strings, where)
-    kernels = table(analysis.kernels, KERNEL_COLUMNS)
+    kernels = table(_readable_kernels(analysis.kernels), KERNEL_COLUMNS, titles={"name": "mangled"})
     ops = table(analysis.ops, OP_COLUMNS)
     line_rows = source_line_rows(analysis.source_lines, where)
     lines = table(line_rows, LINE_COLUMNS, titles={"location": "path"})
@@ -104,6 +105,14 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
         "strings": strings.values,
         "notes": notes,
     }
+
+
+def _readable_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Kernels with demangled names; the name as recorded stays in ``mangled`` (the tooltip)."""
+    if kernels is None or not len(kernels) or "name" not in kernels:
+        return kernels
+    recorded = kernels["name"].astype("object").astype(str)
+    return kernels.assign(name=recorded.map(demangle), mangled=recorded)
 
 
 def header(trace: Trace, analysis: Analysis, title: str | None) -> dict[str, Any]:

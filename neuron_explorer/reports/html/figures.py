@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_explorer.reports.colors import CATEGORY_COLORS, part_color
 from neuron_explorer.reports.html.escape import plotly_text
+from neuron_explorer.reports.names import demangle, short_kernel_name
 
 #: Bars in a "top N" chart; the sortable table beside it holds the rest.
 TOP_N = 15
@@ -59,9 +61,12 @@ def breakdown_figure(breakdown: pd.DataFrame | None) -> dict[str, Any] | None:
             "customdata": pct.tolist(),
             "hovertemplate": f"%{{x}}<br>{name}: %{{y:.3f}} ms (%{{customdata}}%)<extra></extra>",
             "meta": {"part": col},
+            "marker": {"color": part_color(col)},
         }
         if len(labels) > MAX_BARS:  # thousands of SVG bars are slow and thinner than a pixel
-            trace.update(type="scatter", mode="lines", stackgroup="parts", line={"width": 0.5})
+            trace.update(
+                type="scatter", mode="lines", stackgroup="parts", line={"width": 0.5, "color": part_color(col)}
+            )
         data.append(trace)
     layout = {
         "barmode": "stack",
@@ -72,22 +77,28 @@ def breakdown_figure(breakdown: pd.DataFrame | None) -> dict[str, Any] | None:
     return {"data": data, "layout": layout}
 
 
-def top_bar_figure(df: pd.DataFrame | None, label: str, value: str, title: str) -> dict[str, Any] | None:
-    """Horizontal bars of the ``TOP_N`` rows with the largest ``value`` (ns, shown in ms)."""
+def top_bar_figure(
+    df: pd.DataFrame | None, label: str, value: str, title: str, category: str = "compute"
+) -> dict[str, Any] | None:
+    """Horizontal bars of the ``TOP_N`` rows with the largest ``value`` (ns, shown in ms), in
+    the colour of ``category``; kernel names are demangled and shortened so labels stay apart,
+    the full (and mangled) name in the tooltip."""
     if df is None or not len(df) or value not in df.columns:
         return None
     top = df.assign(_v=pd.to_numeric(df[value], errors="coerce").fillna(0)).nlargest(TOP_N, "_v")
     if not (top["_v"] > 0).any():
         return None
     names = [str(n) for n in top[label].astype("object")]
+    hover = [plotly_text(demangle(n)) + (f"<br>{plotly_text(n)}" if demangle(n) != n else "") for n in names]
     trace = {
         "type": "bar",
         "orientation": "h",
         "name": title,
         "x": (top["_v"].to_numpy(np.float64) / NS_PER_MS).round(4).tolist(),
-        "y": [f"{i + 1}. {plotly_text(_shorten(n))}" for i, n in enumerate(names)],
-        "hovertext": [plotly_text(n) for n in names],
+        "y": [f"{i + 1}. {plotly_text(short_kernel_name(n, LABEL_CHARS))}" for i, n in enumerate(names)],
+        "hovertext": hover,
         "hovertemplate": "%{hovertext}<br>%{x:.3f} ms<extra></extra>",
+        "marker": {"color": CATEGORY_COLORS[category]},
     }
     layout = {
         "xaxis": {"title": {"text": f"{title} (ms)"}},
@@ -116,8 +127,9 @@ def ops_figure(ops: pd.DataFrame | None) -> dict[str, Any] | None:
             "y": y,
             "hovertext": [plotly_text(n) for n in names],
             "hovertemplate": f"%{{hovertext}}<br>{name}: %{{x:.3f}} ms<extra></extra>",
+            "marker": {"color": CATEGORY_COLORS[category]},
         }
-        for col, name in (("host_self_ns", "host self time"), ("device_ns", "device time"))
+        for col, name, category in (("host_self_ns", "host self time", "host"), ("device_ns", "device time", "compute"))
     ]
     layout = {
         "barmode": "group",
@@ -149,8 +161,9 @@ def lines_figure(lines: pd.DataFrame | None) -> dict[str, Any] | None:
             "y": y,
             "hovertext": [plotly_text(loc) for loc in locs],
             "hovertemplate": f"%{{hovertext}}<br>{name}: %{{x:.3f}} ms<extra></extra>",
+            "marker": {"color": CATEGORY_COLORS[category]},
         }
-        for vals, name in ((host, "host time"), (device, "device time"))
+        for vals, name, category in ((host, "host time", "host"), (device, "device time", "compute"))
     ]
     layout = {
         "barmode": "group",
