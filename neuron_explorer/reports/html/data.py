@@ -19,7 +19,7 @@ import pandas as pd
 
 from neuron_explorer import __version__
 from neuron_explorer.reports.html import figures
-from neuron_explorer.reports.html.timeline import StringTable, build_timeline
+from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.model import Trace
@@ -254,8 +254,8 @@ def _notes(timeline: dict[str, Any], *tables: dict[str, Any]) -> list[str]:
         notes.append(f"The timeline holds {shown} of {total} steps (slowest, fastest, median and evenly spaced).")
     if timeline["downsampled"]:
         notes.append(
-            "The timeline is downsampled to keep this page small and fast: nearby events in a busy lane are "
-            "merged into one bar whose hover gives the count, the busy time and the longest event."
+            "The timeline is downsampled to keep this page small and fast: a step with more events than its "
+            f"budget ({STEP_BUDGET:,}) keeps its longest ones (its caption says how many)."
         )
     for t, what in zip(tables, ("kernels", "ops", "source lines")):
         if t["total_rows"] > t["shown_rows"]:
