@@ -95,7 +95,7 @@ def top_bar_figure(
         "orientation": "h",
         "name": title,
         "x": (top["_v"].to_numpy(np.float64) / NS_PER_MS).round(4).tolist(),
-        "y": [f"{i + 1}. {plotly_text(short_kernel_name(n, LABEL_CHARS))}" for i, n in enumerate(names)],
+        "y": [f"{i + 1}. {plotly_text(label)}" for i, label in enumerate(distinct_labels(names, LABEL_CHARS))],
         "hovertext": hover,
         "hovertemplate": "%{hovertext}<br>%{x:.3f} ms<extra></extra>",
         "marker": {"color": CATEGORY_COLORS[category]},
@@ -252,6 +252,27 @@ def _step_labels(df: pd.DataFrame) -> list[str]:
         if ranks > 1:
             text = f"rank {int(getattr(row, 'rank', 0))} · {text}"
         labels.append(text)
+    return labels
+
+
+def distinct_labels(names: list[str], width: int) -> list[str]:
+    """Short kernel labels; names whose short labels come out the same show, after the head,
+    the part of the name where they differ, so no two bars read alike."""
+    labels = [short_kernel_name(n, width) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, []).append(i)
+    for label, members in groups.items():
+        if len(members) < 2:
+            continue
+        fulls = [demangle(names[i]) for i in members]
+        # the first character where the names differ
+        differ = next((k for k, chars in enumerate(zip(*fulls)) if len(set(chars)) > 1), min(map(len, fulls)))
+        head = label[: width // 3]
+        for i, full in zip(members, fulls):
+            start = max(differ - 8, len(head))
+            tail = full[start : start + width - len(head) - 2]
+            labels[i] = f"{head}…{tail}…"
     return labels
 
 
