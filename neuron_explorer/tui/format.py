@@ -38,10 +38,10 @@ def fmt_value(column: Column, value: Any, width: int | None = None, root: str | 
     """A table cell as text, by the column's unit; a source path or location fitted to ``width``."""
     if value is None:
         return ""
-    if column.unit == "kernel":
-        from neuron_explorer.reports.names import demangle
+    if column.unit == "kernel":  # demangled; shortened so names that differ still read apart
+        from neuron_explorer.reports.names import demangle, short_kernel_name
 
-        return demangle(str(value))
+        return short_kernel_name(str(value), width) if width else demangle(str(value))
     if column.unit in ("path", "loc"):
         from neuron_explorer.reports.location import Locations
 

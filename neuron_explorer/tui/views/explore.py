@@ -112,7 +112,9 @@ class ExplorePane(Vertical):
     def show_detail(self, detail: Detail) -> None:
         self.add_class("-chosen")
         then, self.then = self.then, None
-        title = Text.assemble((detail.name, "bold"))
+        from neuron_explorer.reports.names import short_kernel_name
+
+        title = Text.assemble((short_kernel_name(detail.name, 40), "bold"))
         for (cls, key), snap in zip(DETAIL_TABLES, (detail.calls, detail.source_lines, detail.related)):
             table = self.query_one(f".{cls}", SnapshotTable)
             table.show(snap)

@@ -19,6 +19,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from neuron_explorer.reports.location import Locations
+from neuron_explorer.reports.names import short_kernel_name
 from neuron_explorer.tui.format import fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot, Timeline, TimelineEvent
 from neuron_explorer.tui.timeline import step_of, timeline
@@ -26,7 +27,7 @@ from neuron_explorer.tui.timeline_view import TimelineView
 from neuron_explorer.tui.widgets import SnapshotTable
 
 EVENT_COLUMNS = (
-    Column("name", "Event", width=50),
+    Column("name", "Event", "kernel", width=50),
     Column("kind", "Kind", drop=2),
     Column("lane", "Lane", drop=1),
     Column("start", "Start", "ns"),
@@ -136,10 +137,10 @@ class TimelinePane(Vertical):
         t = self.current
         origin = t.start_ns if t is not None else 0
         where = Locations(t.root if t is not None else None)
-        src = where.format(*e.source, width=60) if e.source else "no source line"
+        src = where.format(*e.source, width=40) if e.source else "no source line"
         self.query_one("#timeline-event", Static).update(
             Text.assemble(
-                (e.name[:80], "bold"),
+                (short_kernel_name(e.name, 32), "bold"),
                 (f"  {e.kind} · {e.lane} · +{fmt_ns(e.start_ns - origin)} · {fmt_ns(e.dur_ns)} · ", "dim"),
                 (src, ""),
             )
