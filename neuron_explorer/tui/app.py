@@ -19,6 +19,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
+from neuron_explorer.reports.location import Locations
+from neuron_explorer.reports.names import short_kernel_name
 from neuron_explorer.tui.data import TraceSource
 from neuron_explorer.tui.snapshots import Overview
 from neuron_explorer.tui.views.explore import KernelsPane, OpsPane
@@ -246,10 +248,15 @@ class ExplorerApp(App[None]):
             items.append(SimpleCommand(f"finding: {f.title}", lambda t=f.title: self._jump("findings", t), f.rule_id))
         for pane_id, df, label in (("ops", analysis.ops, "op"), ("kernels", analysis.kernels, "kernel")):
             for name in df["name"].astype(str).head(2000):
-                items.append(SimpleCommand(f"{label}: {name}", lambda p=pane_id, n=name: self._jump(p, n, drill=True)))
+                # one line per result: a long kernel name is shortened (demangled) for the list
+                shown = short_kernel_name(name, 70) if label == "kernel" else name[:70]
+                items.append(SimpleCommand(f"{label}: {shown}", lambda p=pane_id, n=name: self._jump(p, n, drill=True)))
         files = analysis.source_lines["src_file"].astype(str).unique() if len(analysis.source_lines) else []
+        where = Locations.for_analysis(analysis)
         for path in list(files)[:2000]:
-            items.append(SimpleCommand(f"file: {path}", lambda p=path: self.push_screen(SourceFileScreen(p))))
+            items.append(
+                SimpleCommand(f"file: {where.format(path, None, width=70)}", lambda p=path: self.open_source(p))
+            )
         return items
 
     def _jump(self, pane_id: str, text: str, drill: bool = False) -> None:

@@ -50,7 +50,8 @@ class TableSnapshot:
         if column.unit == "kernel" and value is not None:
             from neuron_explorer.reports.names import demangle
 
-            return demangle(str(value))
+            readable = demangle(str(value))
+            return readable if readable == value else f"{readable} {value}"  # either matches a filter
         if column.unit in ("path", "loc") and value is not None:
             from neuron_explorer.reports.location import Locations
 

@@ -9,8 +9,9 @@ from neuron_explorer.analyzers import analyze
 from neuron_explorer.trace.errors import AnalysisError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.tui.data import VIEW_COLUMNS, TraceSource
-from neuron_explorer.tui.format import fmt_bytes, fmt_ns, zero_based_bars
+from neuron_explorer.tui.format import fmt_bytes, fmt_ns, fmt_value, zero_based_bars
 from neuron_explorer.tui.queries import kernel_detail, op_detail
+from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.tables import files_table, ops_table, source_file
 from neuron_explorer.tui.timeline import covered, merge_intervals, render_cells, step_of, timeline
 
@@ -163,3 +164,13 @@ def test_a_run_directory_shows_every_rank_and_its_devices(tmp_path) -> None:
     t = timeline(source)
     assert t.steps == ((0, 1), (0, 2), (1, 1), (1, 2))
     assert [lane.label for lane in timeline(source, 1, 2).lanes][1] == "device 1 queue 7"
+
+
+def test_kernel_cells_read_demangled_and_a_filter_matches_either_name() -> None:
+    col = Column("name", "Kernel", "kernel", width=30)
+    snap = TableSnapshot((col,), (("_Z3fooPKc",), ("aten_kernel",)))
+    assert fmt_value(col, "_Z3fooPKc") == "foo(char const*)"
+    assert "foo(char const*)" in snap.text_of(col, "_Z3fooPKc") and "_Z3fooPKc" in snap.text_of(col, "_Z3fooPKc")
+    assert snap.text_of(col, "aten_kernel") == "aten_kernel"
+    long = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::Foo>(int)>(int, int)"
+    assert len(fmt_value(col, long, width=30)) <= 30
