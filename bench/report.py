@@ -53,7 +53,7 @@ page = render_html(data); t5 = time.perf_counter()
 path = write_html(page, sys.argv[2]); t6 = time.perf_counter(); c6 = time.process_time()
 print(json.dumps({"generate_cpu_s": c6 - c1, "import_s": t1 - t0, "read_s": t2 - t1, "analyze_s": t3 - t2, "data_s": t4 - t3,
                   "render_s": t5 - t4, "write_s": t6 - t5, "generate_s": t6 - t1, "events": trace.num_events,
-                  "bytes": path.stat().st_size, "timeline_bars": sum(len(s["segments"]["lane"]) for s in data["timeline"]["steps"])}))
+                  "bytes": path.stat().st_size, "timeline_events": sum(s["kept"] for s in data["timeline"]["steps"])}))
 """
 
 

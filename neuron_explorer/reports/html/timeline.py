@@ -67,7 +67,7 @@ class StringTable:
 def build_timeline(
     trace: Trace, steps: pd.DataFrame, strings: StringTable, where: Locations | None = None
 ) -> dict[str, Any]:
-    """The timeline payload: the steps shown, their lanes and (downsampled) segments.
+    """The timeline payload: the steps shown, their lanes, rows and events.
 
     ``steps`` has one row per (rank, step) with ``start_ns`` and ``dur_ns`` (the analysis'
     step table); when it is empty the whole trace is one window (step -1).
