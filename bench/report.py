@@ -73,7 +73,7 @@ def generate(parquet: Path, out: Path, repeat: int) -> dict[str, Any]:
     runs = [run_measured([sys.executable, "-c", PROBE, str(parquet), str(out)]) for _ in range(max(1, repeat))]
     probes = [r.json() for r in runs]
     result = {k: statistics.median(p[k] for p in probes) for k in probes[0] if k.endswith("_s")}
-    result.update(events=probes[0]["events"], bytes=probes[0]["bytes"], timeline_bars=probes[0]["timeline_bars"])
+    result.update(events=probes[0]["events"], bytes=probes[0]["bytes"], timeline_events=probes[0]["timeline_events"])
     result["peak_rss_mb"] = max(r.peak_rss_bytes for r in runs) / 2**20
     return result
 
@@ -144,7 +144,7 @@ def _print(label: str, r: dict[str, Any], generation_target: bool) -> None:
     )
     print(
         f"  page size              {r['bytes'] / 1e6:6.2f} MB  (target < 15 MB: {ok(r['bytes'] < SIZE_TARGET_BYTES)}); "
-        f"{r['timeline_bars']:,} timeline bars"
+        f"{r['timeline_events']:,} timeline events"
     )
     b = r.get("browser")
     if b:
