@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from textual.pilot import Pilot
 from textual.widgets import Input, TabbedContent
 
@@ -422,3 +424,16 @@ async def test_cpu_only_breakdown_names_the_host_not_device_minus_one() -> None:
     console.print(breakdown_renderable(bd))
     text = console.export_text()
     assert "rank 0 · host" in text and "-1" not in text
+
+
+async def test_a_host_only_trace_says_it_has_no_kernels() -> None:
+    from neuron_explorer.trace.model import Trace, conform
+
+    trace = tiny_trace()
+    cpu = trace.events.filter(pc.equal(pc.cast(trace.events["device_type"], pa.string()), "cpu"))
+    app = ExplorerApp(TraceSource(Trace(conform(cpu), trace.metadata), name="cpu"), search_dirs=(SOURCE_DIR,))
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        assert "no kernels in this trace (host only" in screen_text(app)

@@ -76,10 +76,14 @@ class ExplorePane(Vertical):
         self.query_one(".related").border_title = self.related_title
 
     def show_analysis(self, analysis: Analysis) -> None:
-        self.query_one(".main-table", SnapshotTable).show(self.table_of(analysis))
-        self.query_one(".detail-title", Static).update(
-            f"choose one of the {self.noun} (enter or click) to see its calls"
-        )
+        table = self.table_of(analysis)
+        self.query_one(".main-table", SnapshotTable).show(table)
+        hint = f"choose one of the {self.noun} (enter or click) to see its calls"
+        if not table.rows:
+            hint = f"no {self.noun} in this trace" + (
+                " (host only: it recorded no device work)" if self.noun == "kernels" else ""
+            )
+        self.query_one(".detail-title", Static).update(hint)
 
     def show_analysis_error(self, message: str) -> None:
         self.query_one(".detail-title", Static).update(f"analysis unavailable: {message}")
