@@ -37,7 +37,7 @@ BUNDLED_COPIES: dict[str, Path] = {
     "kineto/hta/trace_compare/test/test.json.gz": KINETO / "hta/trace_compare_test.json.gz",
     "kineto/tracelens/b200/eager_trace.json.gz": KINETO / "tracelens/b200_eager.json.gz",
     "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": KINETO / "tracelens/qwen_h100.json.gz",
-    "kineto/tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": KINETO / "tracelens/qwen_mi300x.json.gz",
+    "kineto/tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": KINETO / "tracelens/qwen_mi300.json.gz",
 }
 #: Shared fixtures too big for the repository (tests that need them skip without ../shared).
 NOT_BUNDLED = {

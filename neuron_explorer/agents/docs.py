@@ -1,4 +1,5 @@
-"""The documents the MCP server offers as resources: docs/schema.md, docs/rules.md, docs/agents.md.
+"""The documents the MCP server offers as resources: docs/schema.md, docs/rules.md, docs/agents.md,
+docs/perf.md.
 
 They are read from the package (``neuron_explorer/docs/``, in an installed wheel) or from the
 ``docs/`` folder of a source checkout. Where an install lacks one, schema.md and rules.md are
@@ -14,6 +15,8 @@ DOCS: dict[str, str] = {
     "schema.md": "Trace schema: every column of a trace, its type, unit and meaning",
     "rules.md": "Rules: what each rule detects, its threshold, evidence and fix",
     "agents.md": "Guide for agents: the tools, SQL, and the Parquet metrics files",
+    "diff.md": "Diff: how two traces are compared per step, the confidence and the CI gate",
+    "perf.md": "Performance models: the FLOP and byte formulas, the roofline, the device peak table and its sources",
 }
 
 

@@ -37,7 +37,8 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 INSTRUCTIONS = """\
 Neuron Explorer serves profiler traces of PyTorch programs (GPU, Trainium, CPU) and their analysis.
 Start with trace_summary (the verdict and the costliest findings), then drill down: findings for
-the problems and their fixes, top_kernels / top_ops / top_source_lines for where time goes,
+the problems and their fixes, top_kernels / top_ops / top_source_lines for where time goes, op_perf
+for how close each op shape runs to the device's peak FLOP/s and bandwidth,
 step_breakdown for per-step time, source_context for the code behind a line, and schema + sql for
 any question the other tools do not answer. All times are integer nanoseconds (*_ns) unless a
 column says otherwise; shares are percent (*_pct). Quote numbers from the tools, not estimates."""
@@ -123,8 +124,9 @@ def build_server(
     def trace_summary(trace: TraceArg = None) -> dict[str, Any]:
         """Start here. The analyzers' verdict for one trace (one sentence: what bounds the run and
         the top issue), its summary (wall_ns, num_steps, step_p50_ns, ranks, devices,
-        torch_version, and the share of wall time in compute / communication / memcpy /
-        host_exposed / idle as *_pct percent), step statistics, the three costliest findings
+        torch_version, and the share of step time in each attribution category as *_pct percent:
+        compute, communication, copy, host_blocked, device_wait, data_loading, host_launch,
+        host_python, untraced), step statistics, the three costliest findings
         (rule_id, severity, title, cost_ns), the memory summary, and the trace's facts (events by
         kind, devices and streams, steps, how many events carry source lines, link coverage).
         Times are integer nanoseconds. The first call on a trace computes its analysis (about a
@@ -183,6 +185,29 @@ def build_server(
         device_ns to find the ops that cost device time, by host_self_ns for host overhead."""
         return views.top_ops(catalog.get(trace), limit, sort_by)
 
+    @tool("Op performance vs the hardware's peak (roofline)")
+    def op_perf(
+        trace: TraceArg = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+        sort_by: Annotated[
+            str, Field(description="kernel_time_us, pct_of_peak, tflops_per_s, tb_per_s, gflops or count.")
+        ] = "kernel_time_us",
+        category: Annotated[
+            str | None,
+            Field(
+                description="Only this category: gemm, attention, conv, elementwise, reduction, norm, communication, other."
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """How close each op shape runs to what the device can do: one row per op group (name,
+        shapes, dtypes as JSON) with count, kernel_time_us (summed, microseconds), gflops and
+        data_moved_mb (per call; MiB), achieved tflops_per_s and tb_per_s, flops_per_byte, bound
+        (compute or memory) and pct_of_peak (percent of that roof), src_file/src_line. Also the
+        device time per op category with modelled_pct (share covered by the models) and
+        perf_summary (the device spec used: peaks per dtype, bandwidth, its source). Needs a
+        trace recorded with record_shapes=True; rows without a model have null gflops."""
+        return views.op_perf(catalog.get(trace), limit, sort_by, category)
+
     @tool("Top source lines")
     def top_source_lines(
         trace: TraceArg = None,
@@ -210,10 +235,36 @@ def build_server(
     ) -> dict[str, Any]:
         """Step time and where it goes. `steps`: one row per rank and profiler step (start_ns,
         dur_ns, is_warmup, is_outlier, ...); `step_stats`: mean, p50, p95 and outliers;
-        `breakdown`: per rank, step and device, wall_ns split into compute_ns, communication_ns,
-        memcpy_ns, memset_ns, host_exposed_ns (the device waits on host work) and idle_ns, with
-        *_pct shares; the parts sum to wall_ns. Use it for step variance, stragglers, warm-up."""
+        `attribution`: per rank, step and device, wall_ns split into exclusive categories by
+        priority (`categories` names them in order), *_ns and *_pct; they sum to wall_ns and the
+        verdict and findings' costs come from them. Use it for step variance, stragglers, warm-up."""
         return views.step_breakdown(catalog.get(trace), rank, limit)
+
+    @tool("Diff two traces: what got slower")
+    def diff(
+        base: Annotated[str, Field(description="The served trace to compare against (see list_traces).")],
+        new: Annotated[str, Field(description="The served trace to compare.")],
+        limit: Annotated[int, Field(description="Most rows of each table to return (1-500).")] = 10,
+        fail_on_regression_pct: Annotated[
+            float | None,
+            Field(description="Also run the CI gate: fail when a metric regressed by more than this % of step time."),
+        ] = None,
+        metrics: Annotated[
+            list[str] | None,
+            Field(description="What the gate checks: step, a category (compute, idle, ...), categories or all."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Compare two traces per step. `answer`: the biggest confident regressions as sentences
+        naming the op or kernel, its calls per step before -> after and the source line it came
+        from. `metrics`: step time and each step-time attribution category per step (base_ns,
+        new_ns, delta_ns, delta_pct = % of the base step time, confidence = bootstrap share of
+        resamples agreeing on the sign, ci_low_ns/ci_high_ns = 95% interval; NaN when a side has
+        fewer than 3 steps). `tables`: ops, kernels, source_lines, collectives, op_shapes,
+        kernel_shapes, each row with base/new count and ns per step, delta_ns, status (new, gone,
+        changed, same), confidence and `line`. Method: resource neuron-explorer://docs/diff.md."""
+        from neuron_explorer.agents.diff_view import diff_answer
+
+        return diff_answer(catalog.get(base), catalog.get(new), sources, limit, fail_on_regression_pct, metrics)
 
     @tool("Source code around a line, with its cost")
     def source_context(

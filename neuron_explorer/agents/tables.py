@@ -22,8 +22,11 @@ from neuron_explorer.trace.schema import COLUMNS
 #: What one row of each metrics table is (the tables `neuron-explorer metrics` writes, same columns).
 METRICS_TABLES: dict[str, str] = {
     "steps": "One row per rank and profiler step: start_ns, end_ns, dur_ns, warm-up and outlier flags.",
-    "breakdown": "One row per rank, step and device: wall_ns split into compute, memcpy, memset, communication, "
-    "host_exposed and idle ns (+ *_pct); the parts sum to wall_ns.",
+    "attribution": "One row per rank, step and device: wall_ns split into exclusive categories by priority (compute, "
+    "communication, copy, host_blocked, device_wait, data_loading, host_launch, host_python, untraced; *_ns and *_pct); "
+    "they sum to wall_ns. The verdict and every finding's cost come from it.",
+    "breakdown": "One row per rank, step and device: the TensorBoard-plugin split of wall_ns into compute, memcpy, "
+    "memset, communication, host_exposed and idle ns (+ *_pct); kept for comparison; use attribution.",
     "temporal": "One row per rank and device over the whole trace: span, busy, idle and compute time (HTA's definitions).",
     "idle": "One row per rank, device and stream: idle_ns split into host_wait_ns, kernel_wait_ns and other_ns.",
     "kernels": "One row per kernel name: category, device_type, count, total/mean/min/max ns, pct of device time.",
@@ -31,6 +34,11 @@ METRICS_TABLES: dict[str, str] = {
     "source_lines": "One row per user source line (src_file, src_line): host_ns, device_ns, kernel_count, alloc_bytes.",
     "launches": "One row per rank and device: kernel launch duration, launch delay and queue depth statistics.",
     "overlap": "One row per rank and device: communication time overlapped with compute, and exposed.",
+    "neuron_operators": "Trainium only (AWS's Operator Table): one row per NeuronCore, framework layer and HLO op: "
+    "instructions, device_ns, device_pct.",
+    "op_perf": "One row per op group (name, shapes, dtypes): count, kernel_time_us, gflops and data_moved_mb per call, "
+    "tflops_per_s, tb_per_s, flops_per_byte, bound (compute/memory), pct_of_peak, src_file, src_line.",
+    "op_categories": "One row per op category: kernel_time_us, device_time_pct, modelled_pct, tflops_per_s, tb_per_s.",
     "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
     "threshold, time_ranges, event_ids and source_lines as JSON text.",
     "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.agents.catalog import ServedTrace
+from neuron_explorer.analyzers.attribution import CATEGORIES
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 
@@ -162,6 +163,29 @@ def top_ops(served: ServedTrace, limit: int = 20, sort_by: str = "device_ns") ->
     return _table_answer(served, "ops", served.analysis().ops, clamp_limit(limit), sort_by)
 
 
+def op_perf(
+    served: ServedTrace, limit: int = 20, sort_by: str = "kernel_time_us", category: str | None = None
+) -> dict[str, Any]:
+    """The performance models: op groups with FLOPs, bytes, achieved rates and roofline, the
+    device time per op category, and the device spec they were measured against."""
+    a = served.analysis()
+    df = a.op_perf
+    if category:
+        known = sorted({str(c) for c in df["category"]}) if len(df) else []
+        if category not in known:
+            raise ToolInputError(f"no op group of category {category!r}; categories here: {', '.join(known) or 'none'}")
+        df = df[df["category"] == category]
+    return _table_answer(
+        served,
+        "op_perf",
+        df,
+        clamp_limit(limit),
+        sort_by,
+        categories=records(a.op_categories),
+        perf_summary=plain(a.perf_summary),
+    )
+
+
 def top_source_lines(
     served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", file_contains: str | None = None
 ) -> dict[str, Any]:
@@ -189,22 +213,24 @@ def _locations(a: Any) -> Any:
 def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50) -> dict[str, Any]:
     a = served.analysis()
     limit = clamp_limit(limit, 50)
-    steps, breakdown = a.steps, a.breakdown
+    steps, attribution = a.steps, a.attribution
     if rank is not None:
-        ranks = sorted(int(r) for r in breakdown["rank"].unique()) if len(breakdown) else []
+        ranks = sorted(int(r) for r in attribution["rank"].unique()) if len(attribution) else []
         if rank not in ranks:
             raise ToolInputError(f"no rank {rank} in this trace; ranks: {', '.join(map(str, ranks)) or 'none'}")
         steps = steps[steps["rank"] == rank]
-        breakdown = breakdown[breakdown["rank"] == rank]
+        attribution = attribution[attribution["rank"] == rank]
     return {
         "trace": served.name,
         "step_stats": plain(a.step_stats),
         "steps_total": len(steps),
         "steps": records(steps, limit),
-        "breakdown_total": len(breakdown),
-        "breakdown": records(breakdown, limit),
+        "attribution_total": len(attribution),
+        "attribution": records(attribution, limit),
+        "categories": dict(CATEGORIES),
         "units": UNITS_NOTE
-        + " Breakdown parts (compute, communication, memcpy, memset, host_exposed, idle) sum to wall_ns.",
+        + " Attribution: every instant of a step window in exactly one category, by priority in the order of"
+        " `categories`; the category *_ns columns sum to wall_ns.",
     }
 
 

@@ -15,14 +15,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers import breakdown, idle, kernels, launches, memory, ops, overlap, source_lines, steps
+from neuron_explorer.analyzers import (
+    attribution,
+    breakdown,
+    idle,
+    kernels,
+    launches,
+    memory,
+    neuron_summary,
+    ops,
+    overlap,
+    perf,
+    source_lines,
+    steps,
+)
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+from neuron_explorer.analyzers.ledger import settle_costs
+from neuron_explorer.analyzers.perf import DeviceSpec
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "1.0.0"
+ANALYSIS_SCHEMA_VERSION = "2.0.0"
 
 
 @dataclass
@@ -32,6 +47,7 @@ class Analysis:
     summary: dict[str, Any]
     steps: pd.DataFrame
     step_stats: dict[str, Any]
+    attribution: pd.DataFrame
     breakdown: pd.DataFrame
     temporal: pd.DataFrame
     idle: pd.DataFrame
@@ -45,7 +61,15 @@ class Analysis:
     launches: pd.DataFrame
     launch_summary: dict[str, Any]
     overlap: pd.DataFrame
+    #: Trainium: device time by framework layer and HLO op (AWS's Operator Table); empty elsewhere.
+    neuron_operators: pd.DataFrame = field(default_factory=pd.DataFrame)
     findings: list[Finding] = field(default_factory=list)
+    #: Per op group (name + shapes + dtypes): FLOPs, bytes, achieved rates, roofline (analyzers.perf).
+    op_perf: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Device time per op category and the share of it the performance models cover.
+    op_categories: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The device spec used, model coverage, Neuron MFU/HFU/MBU (analyzers.perf.summary).
+    perf_summary: dict[str, Any] = field(default_factory=dict)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -66,10 +90,12 @@ class Analysis:
             "rules_run": list(self.rules_run),
             "memory_summary": _jsonable(self.memory_summary),
             "launch_summary": _jsonable(self.launch_summary),
+            "perf_summary": _jsonable(self.perf_summary),
             "tables": {
                 name: records(getattr(self, name), max_rows)
                 for name in (
                     "steps",
+                    "attribution",
                     "breakdown",
                     "temporal",
                     "idle",
@@ -80,6 +106,9 @@ class Analysis:
                     "source_lines",
                     "launches",
                     "overlap",
+                    "neuron_operators",
+                    "op_perf",
+                    "op_categories",
                 )
             },
         }
@@ -115,17 +144,22 @@ def analyze(
     trace: Trace,
     rules: Iterable[str] | None = None,
     thresholds: Mapping[str, float] | None = None,
+    device_spec: DeviceSpec | str | None = None,
+    frames: TraceFrames | None = None,
 ) -> Analysis:
     """Compute all metrics, then run the rules (all when ``rules`` is None; ids or families).
 
     ``thresholds`` overrides rule thresholds by ``"rule_id.name"`` (e.g. ``{"device_idle.idle_pct": 20}``).
+    ``device_spec``: the device whose peaks the op roofline uses (a ``DeviceSpec``, a name from
+    ``analyzers.perf.DEVICES`` or a TOML file); by default detected from the trace.
+    ``frames``: the trace's ``TraceFrames`` when the caller already has them (``diff`` shares them).
     """
     from neuron_explorer.analyzers.rules import all_rules, run_rules
 
     registry = all_rules()
     selected = _select_rules(registry, rules)
     timings: dict[str, float] = {}
-    frames = TraceFrames(trace)
+    frames = frames if frames is not None else TraceFrames(trace)
 
     def timed(name: str, fn: Any, *args: Any) -> Any:
         t0 = time.perf_counter()
@@ -140,6 +174,7 @@ def analyze(
         summary={},
         steps=step_df,
         step_stats=steps.step_summary(step_df),
+        attribution=timed("attribution", attribution.step_attribution, frames),
         breakdown=timed("breakdown", breakdown.step_breakdown, frames),
         temporal=timed("temporal", breakdown.temporal_breakdown, frames, hta_events),
         idle=timed("idle", idle.idle_breakdown, frames, hta_events),
@@ -154,10 +189,13 @@ def analyze(
         launch_summary={},
         overlap=timed("overlap", overlap.comm_overlap, frames),
     )
+    a.neuron_operators = neuron_summary.operator_table(frames.metadata)
+    a.op_perf, a.op_categories, a.perf_summary = timed("op_perf", perf.perf_tables, frames, device_spec)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
     a.findings, a.skipped = run_rules(a, frames, selected, dict(thresholds or {}))
+    a.findings = settle_costs(a.findings, a.attribution)
     timings["rules"] = time.perf_counter() - t0
     a.rules_run = [r.id for r in selected]
     a.timings_s = timings
@@ -182,13 +220,8 @@ def _select_rules(registry: Mapping[str, Any], wanted: Iterable[str] | None) -> 
 def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
     w = frames.step_windows
     wall = int((w.groupby("rank")["end_ns"].max() - w.groupby("rank")["start_ns"].min()).max()) if len(w) else 0
-    bd = a.breakdown
-    totals = (
-        bd[[c for c in bd.columns if c.endswith("_ns") and c != "start_ns"]].sum()
-        if len(bd)
-        else pd.Series(dtype="int64")
-    )
-    wall_sum = float(totals.get("wall_ns", 0)) or 1.0
+    totals = attribution.attribution_totals(a.attribution)
+    wall_sum = float(totals["wall_ns"]) or 1.0
     trace_meta = frames.metadata.get("trace_metadata") or {}
     devices = _devices(frames)
     top = a.findings[0] if a.findings else None
@@ -203,15 +236,21 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         "device_types": frames.device_types or ["cpu"],
         "devices": devices,
         "torch_version": _torch_version(frames.metadata, trace_meta),
-        "compute_pct": 100.0 * float(totals.get("compute_ns", 0)) / wall_sum,
-        "communication_pct": 100.0 * float(totals.get("communication_ns", 0)) / wall_sum,
-        "memcpy_pct": 100.0 * float(totals.get("memcpy_ns", 0) + totals.get("memset_ns", 0)) / wall_sum,
-        "host_exposed_pct": 100.0 * float(totals.get("host_exposed_ns", 0)) / wall_sum,
-        "idle_pct": 100.0 * float(totals.get("idle_ns", 0)) / wall_sum,
+        # the step-time attribution (analyzers/attribution.py): shares of the summed step windows
+        **{f"{c}_pct": 100.0 * float(totals[f"{c}_ns"]) / wall_sum for c in attribution.CATEGORY_NAMES},
         "num_findings": len(a.findings),
         "top_finding": top.title if top else None,
     }
     summary["verdict"] = _verdict(summary, top)
+    neuron = neuron_summary.neuron_overview(frames.metadata)
+    if neuron:
+        summary["neuron"] = neuron
+        summary["profile_warnings"] = neuron_summary.profile_warnings(frames.metadata)
+        text = neuron_summary.neuron_verdict(neuron)
+        # Device-only Neuron profiles: instruction time counts semaphore waits; the engines'
+        # active time against total_time is what the core really did.
+        if text and (not summary["devices"] or set(summary["device_types"]) <= {"neuron"}):
+            summary["verdict"] = text + (f"; top issue: {top.title}." if top is not None else ".")
     return summary
 
 
@@ -229,21 +268,10 @@ def _torch_version(meta: Mapping[str, Any], trace_meta: Mapping[str, Any]) -> st
 
 
 def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
-    """One sentence: what bounds the run and what to look at first."""
-    parts = {
-        "compute-bound": summary["compute_pct"],
-        "communication-bound": summary["communication_pct"],
-        "copy-bound": summary["memcpy_pct"],
-        "host-bound": summary["host_exposed_pct"],
-        "idle (waiting on neither host ops nor device)": summary["idle_pct"],
-    }
-    if summary["device_types"] == ["cpu"]:
-        parts = {
-            "busy in framework ops": summary["host_exposed_pct"],
-            "outside framework ops (Python, data loading, sleeps)": summary["idle_pct"],
-        }
-    label, pct = max(parts.items(), key=lambda kv: kv[1])
-    text = f"Mostly {label} ({pct:.0f}% of wall time)"
+    """One sentence: the largest category of the step-time attribution and what to look at first."""
+    labels = attribution.HOST_ONLY_LABELS if summary["device_types"] == ["cpu"] else attribution.CATEGORY_LABELS
+    name = max(attribution.CATEGORY_NAMES, key=lambda c: summary[f"{c}_pct"])
+    text = f"Mostly {labels[name]} ({summary[f'{name}_pct']:.0f}% of step time)"
     if top is not None:
         text += f"; top issue: {top.title}"
     return text + "."

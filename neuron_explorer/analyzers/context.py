@@ -81,11 +81,13 @@ _MEMORY_COLUMNS = (
     "src_precision",
     "step",
 )
+#: Category of the annotation a device-profile importer writes for its capture window.
+PROFILE_WINDOW_CATEGORY = "neuron_profile_window"
 _HOST_KINDS = (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.RUNTIME, Kind.SYNC, Kind.STEP)
 #: Every column any metric or rule reads: ``Trace.read(path, columns=ANALYSIS_COLUMNS)`` skips
 #: the rest (raw args, shapes, flows), which is most of a trace's bytes.
 ANALYSIS_COLUMNS: tuple[str, ...] = tuple(
-    dict.fromkeys((*_DEVICE_COLUMNS, *_HOST_COLUMNS, *_MEMORY_COLUMNS, "input_types"))
+    dict.fromkeys((*_DEVICE_COLUMNS, *_HOST_COLUMNS, *_MEMORY_COLUMNS, "input_types", "input_shapes"))
 )
 
 
@@ -142,6 +144,13 @@ class TraceFrames:
         df = self._select((Kind.MEMORY,), _MEMORY_COLUMNS)
         return df.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
 
+    def memo(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per trace: for derived views several rules share."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
     def host_of(self, *kinds: str) -> pd.DataFrame:
         host = self.host
         return host[host["kind"].isin(kinds)]
@@ -164,7 +173,12 @@ class TraceFrames:
             w["end_ns"] = w["start_ns"] + w["dur_ns"]
             return w.sort_values(["rank", "start_ns"]).reset_index(drop=True)
         spans = pd.concat(
-            [host[["rank", "start_ns", "dur_ns"]], self.device[["rank", "start_ns", "dur_ns"]]], ignore_index=True
+            [
+                host[["rank", "start_ns", "dur_ns"]],
+                self.device[["rank", "start_ns", "dur_ns"]],
+                self.profile_windows[["rank", "start_ns", "dur_ns"]],
+            ],
+            ignore_index=True,
         )
         if not len(spans):
             return pd.DataFrame(
@@ -180,6 +194,16 @@ class TraceFrames:
         g["event_id"] = -1
         g["tid"] = -1
         return g[["rank", "step", "start_ns", "dur_ns", "event_id", "tid", "end_ns"]]
+
+    @cached_property
+    def profile_windows(self) -> pd.DataFrame:
+        """Device profiles' own capture windows (a Neuron profile's first to last hardware
+        timestamp): without steps, the run is at least that long, even where the first or last
+        instruction is not at its edge or the engines only waited."""
+        rows = self._select((Kind.DEVICE_ANNOTATION,), ("rank", "category", "start_ns", "dur_ns"))
+        if not len(rows) or "category" not in rows:
+            return pd.DataFrame({c: pd.Series(dtype="int64") for c in ("rank", "start_ns", "dur_ns")})
+        return rows[rows["category"].astype(str) == PROFILE_WINDOW_CATEGORY].reset_index(drop=True)
 
     @cached_property
     def has_steps(self) -> bool:

@@ -26,12 +26,32 @@ _COMMON = {
     "src_precision": ("", "How exact the attribution is: line, function, launch, forward."),
 }
 
+_CATEGORIES = (
+    ("compute", "A compute kernel ran on the device; on a host-only row, a framework op ran."),
+    ("communication", "A communication kernel ran and no compute: exposed communication."),
+    ("copy", "A memcpy or memset ran and nothing above: exposed copies."),
+    ("host_blocked", "The device ran nothing while a host thread was in a blocking call (sync, blocking copy)."),
+    ("device_wait", "The device ran nothing while launched work waited in its queue (a dependency)."),
+    ("data_loading", "The device ran nothing, nothing queued, while the host was in a DataLoader span."),
+    ("host_launch", "The device ran nothing, nothing queued, while the host ran ops or runtime calls."),
+    ("host_python", "The device ran nothing while the host was only in Python frames (with_stack traces)."),
+    ("untraced", "The device ran nothing and the host was in no recorded event: the rest of wall_ns."),
+)
+
 FIELDS: dict[str, dict[str, tuple[str, str]]] = {
     "steps": {
         "dur_ns": ("ns", "Step wall time (ProfilerStep span)."),
         "is_warmup": ("bool", "Leading step over 1.5x the median of later steps (at most two)."),
         "is_outlier": ("bool", "Steady step over 3 robust standard deviations and 25% from the rank's median."),
         "dev_from_median_pct": ("%", "Deviation from the rank's steady median step time, 0-100 scale."),
+    },
+    "attribution": {
+        "wall_ns": ("ns", "Wall time of the step window; the nine category columns below sum to it."),
+        **{
+            f"{name}_ns": ("ns", f"{label} (priority {i}; docs/rules.md, 'Step-time attribution')")
+            for i, (name, label) in enumerate(_CATEGORIES, 1)
+        },
+        **{f"{name}_pct": ("%", f"{name}_ns / wall_ns, 0-100.") for name, _ in _CATEGORIES},
     },
     "breakdown": {
         "wall_ns": ("ns", "Wall time of the step window; the *_ns parts below sum to it."),
@@ -122,12 +142,54 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "exposed_comm_ns": ("ns", "comm_ns - overlapped_ns."),
         "overlap_pct": ("%", "overlapped_ns / comm_ns, 0-100."),
     },
+    "neuron_operators": {
+        "layer": ("", "Framework layer of the Neuron instructions (the export's `layer`)."),
+        "hlo_name": ("", "HLO instruction they implement (the export's `hlo_name`, e.g. dot.7)."),
+        "hlo_op": ("", "hlo_name without its .N suffix (dot.7 -> dot)."),
+        "instructions": ("events", "Instructions of the (layer, HLO op), semaphore waits excluded."),
+        "device_ns": ("ns", "Sum of their durations on the NeuronCore engines."),
+        "device_pct": ("%", "device_ns over the NeuronCore's instruction time (waits excluded), 0-100."),
+        "engines": ("engines", "Number of distinct engines they ran on."),
+    },
+    "op_perf": {
+        "category": ("", "Op category: gemm, attention, conv, elementwise, reduction, norm, communication, other."),
+        "shapes": ("json", "Input shapes of the op group (Kineto Input Dims), compact JSON."),
+        "dtypes": ("json", "Input dtypes of the op group (Kineto Input type), compact JSON."),
+        "count": ("calls", "Calls of the op group that ran device work."),
+        "kernel_time_us": ("us", "Summed device time of the group's kernels (memsets included)."),
+        "gflops": ("GFLOP", "Modelled floating-point operations of one call (null: no model)."),
+        "data_moved_mb": ("MiB", "Modelled bytes read and written by one call, in MiB (null: no model)."),
+        "tflops_per_s": ("TFLOP/s", "Achieved: gflops * count / kernel time."),
+        "tb_per_s": ("TB/s", "Achieved: data moved * count / kernel time (10^12 bytes/s)."),
+        "flops_per_byte": ("FLOP/byte", "Arithmetic intensity: FLOPs / bytes of one call."),
+        "bound": (
+            "",
+            "Roofline bound: compute when the intensity is at or above the device's ridge point, else memory.",
+        ),
+        "pct_of_peak": ("%", "Achieved share of the bound's roof (peak FLOP/s or bandwidth), 0-100."),
+        "peak_tflops_per_s": ("TFLOP/s", "Device peak for the group's compute dtype on the units it runs on."),
+        "compute_dtype": ("", "Dtype the math runs in: fp64, fp32, bf16, fp16, fp8, ..."),
+        "params": ("json", "Model parameters (M/N/K, attention dims, causal, non-contiguous operands)."),
+        "device_time_pct": ("%", "Share of all device event time, 0-100."),
+    },
+    "op_categories": {
+        "category": ("", "Op category (see op_perf.category)."),
+        "kernel_time_us": ("us", "Device time of the category: ops' kernels and unlinked kernels by name."),
+        "device_time_pct": ("%", "Share of all device event time, 0-100."),
+        "modelled_pct": ("%", "Share of the category's device time whose op group has a FLOP/byte model, 0-100."),
+        "tflops_per_s": ("TFLOP/s", "Modelled FLOPs over the modelled device time of the category."),
+        "tb_per_s": ("TB/s", "Modelled bytes over the modelled device time of the category."),
+    },
     "findings": {
         "rule_id": ("", "Rule that produced the finding (docs/rules.md)."),
         "severity": ("", "info, warning or error."),
         "title": ("", "One-line summary."),
         "message": ("", "What was found, with numbers."),
-        "cost_ns": ("ns", "Estimated time lost (ranking key)."),
+        "cost_ns": (
+            "ns",
+            "Time the problem costs: a part of one attribution category that no other finding claims (ranking key).",
+        ),
+        "category": ("", "The step-time attribution category cost_ns is part of (the attribution table's columns)."),
         "metrics": ("json", "Evidence: {name: {value, unit}}."),
         "threshold": ("json", "Thresholds used: {name: {value, unit}}."),
         "time_ranges": ("json", "[[start_ns, end_ns], ...] of the evidence."),

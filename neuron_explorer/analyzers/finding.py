@@ -26,7 +26,8 @@ def metric(value: Any, unit: str = "") -> dict[str, Any]:
 class Finding:
     """One problem found by one rule.
 
-    ``cost_ns`` estimates the time the problem costs (ranking key, most costly first);
+    ``cost_ns`` estimates the time the problem costs (ranking key, most costly first), as a part
+    of one step-time attribution ``category`` that no other finding claims too;
     ``metrics`` and ``threshold`` map a name to ``{"value": v, "unit": u}``;
     ``source_lines`` are ``{"file", "line", "func", "ns"}`` dicts, the most costly first.
     """
@@ -43,6 +44,8 @@ class Finding:
     source_lines: list[dict[str, Any]] = field(default_factory=list)
     recommendation: str = ""
     rank: int | None = None
+    #: the step-time attribution category ``cost_ns`` is a part of (analyzers/ledger.py)
+    category: str | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITY_RANK:

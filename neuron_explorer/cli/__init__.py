@@ -3,6 +3,8 @@
 Each subcommand module defines ``prepare_parser(parser)`` and ``run(args) -> int``; its module
 docstring is its ``--help`` text (first line: the summary). Library code raises
 ``NeuronExplorerError``; only ``main`` turns errors into one line on stderr and an exit code.
+AWS's ``neuron-explorer`` subcommands (``view``, ``capture``, ...) are handed to AWS's binary
+(``cli.aws``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from neuron_explorer import __version__
+from neuron_explorer.cli.aws import aws_command
 from neuron_explorer.trace.errors import NeuronExplorerError
 
 #: Subcommand name -> (module implementing it, one-line summary), in ``--help`` order. The
@@ -28,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "convert": (
         "neuron_explorer.cli.convert",
-        "Convert a Kineto/Chrome JSON trace (.json or .json.gz) to a Parquet trace.",
+        "Convert a Kineto/Chrome JSON trace (.json or .json.gz) or a Neuron profile to a Parquet trace.",
     ),
     "info": (
         "neuron_explorer.cli.info",
@@ -37,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": (
         "neuron_explorer.cli.analyze",
         "Say what holds the run back: every metric and rule on a trace, as text, JSON or markdown.",
+    ),
+    "diff": (
+        "neuron_explorer.cli.diff",
+        "Compare two traces: what got slower per step, where in the code, and how sure (a CI gate).",
     ),
     "metrics": (
         "neuron_explorer.cli.metrics",
@@ -62,7 +69,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 EXIT_OK = 0
-EXIT_FINDINGS = 1  # analyze --fail-on matched
+EXIT_FINDINGS = 1  # analyze --fail-on matched; diff --fail-on-regression found one
 EXIT_USAGE = 2
 EXIT_INPUT = 3  # a bad or missing input file
 EXIT_INTERRUPTED = 130
@@ -83,7 +90,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="neuron-explorer",
         description="Profile PyTorch on any accelerator, map every event to its source line, and say what holds it back.",
     )
-    parser.add_argument("--version", action="version", version=f"neuron-explorer {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="say which neuron-explorer this is (and whether AWS's is installed)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, summary) in COMMANDS.items():
         if command is not None and name != command:
@@ -104,6 +113,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """``--version`` printed as one unwrapped line (argparse would wrap the path of AWS's tool)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from neuron_explorer.cli.aws import version_text
+
+        print(version_text(__version__))
+        parser.exit()
+
+
 def _format_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> str:
     return f"neuron-explorer: warning: {message}\n"
 
@@ -111,6 +130,9 @@ def _format_warning(message: Warning | str, category: type[Warning], *args: obje
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _format_warning  # one readable line, not a source excerpt
     argv = list(sys.argv[1:] if argv is None else argv)
+    aws = aws_command(argv, tuple(COMMANDS))
+    if aws is not None:
+        return _hand_to_aws(aws, argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(argv)
@@ -130,6 +152,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+
+
+def _hand_to_aws(command: str, argv: list[str]) -> int:
+    """AWS's ``neuron-explorer`` commands go to AWS's binary (see ``cli.aws``)."""
+    from neuron_explorer.cli import aws
+
+    binary = aws.installed_aws_cli()
+    if binary is None:
+        print(f"neuron-explorer: error: {aws.not_installed_message(command)}", file=sys.stderr)
+        return EXIT_USAGE
+    if os.environ.get(aws.HANDED_OFF_ENV):
+        print(
+            f"neuron-explorer: error: {binary} handed '{command}' back to this tool; it is not AWS's", file=sys.stderr
+        )
+        return EXIT_USAGE
+    try:
+        aws.hand_off(binary, argv)
+    except OSError as exc:
+        print(f"neuron-explorer: error: cannot run AWS's neuron-explorer at {binary}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK  # not reached: execv replaced this process
 
 
 def entry_point() -> None:

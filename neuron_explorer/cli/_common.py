@@ -21,6 +21,25 @@ def add_trace_argument(parser: argparse.ArgumentParser, nargs: str | None = None
     )
 
 
+def add_device_spec_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device-spec",
+        metavar="NAME|FILE.toml",
+        help="the device whose peak FLOP/s and bandwidth the op roofline uses: a name such as H100-SXM, "
+        "MI300X, Trainium2 (docs/perf.md) or a TOML file; default: detected from the trace",
+    )
+
+
+def device_spec_of(args: argparse.Namespace) -> Any:
+    """The ``DeviceSpec`` named by ``--device-spec`` (checked before any trace is read), or None."""
+    value = getattr(args, "device_spec", None)
+    if not value:
+        return None
+    from neuron_explorer.analyzers.perf import load_spec
+
+    return load_spec(value)
+
+
 def add_output_argument(parser: argparse.ArgumentParser, help_text: str, required: bool = False) -> None:
     parser.add_argument("-o", "--output", metavar="PATH", required=required, help=help_text)
 

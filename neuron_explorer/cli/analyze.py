@@ -23,9 +23,15 @@ from pathlib import Path
 from neuron_explorer.analyzers import SEVERITIES, analyze
 from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
 from neuron_explorer.analyzers.finding import SEVERITY_RANK
-from neuron_explorer.cli._common import add_output_argument, add_trace_argument, open_trace
+from neuron_explorer.cli._common import (
+    add_device_spec_argument,
+    add_output_argument,
+    add_trace_argument,
+    device_spec_of,
+    open_trace,
+)
 from neuron_explorer.trace import Trace
-from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.trace.errors import AnalysisError, TraceFormatError
 
 EXIT_FINDINGS = 1
 
@@ -56,6 +62,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         help="list every rule that did not apply, with what it lacked (text output folds them into one line)",
     )
     parser.add_argument("--top", type=int, default=10, help="rows per table in text/markdown output (default: 10)")
+    add_device_spec_argument(parser)
     add_output_argument(parser, "write the report to this file instead of stdout")
 
 
@@ -91,8 +98,9 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_thresholds(args.threshold)
     _check_thresholds(overrides)
     rules = [r for r in args.rules.split(",") if r.strip()] if args.rules else None
+    spec = device_spec_of(args)
     trace = load_for_analysis(args.trace, quiet=args.format != "text" and not args.output)
-    a = analyze(trace, rules=rules, thresholds=overrides)
+    a = analyze(trace, rules=rules, thresholds=overrides, device_spec=spec)
     if args.format == "json":
         from neuron_explorer.reports.json_report import render as render_json
 
@@ -130,7 +138,12 @@ def load_for_analysis(path: str, quiet: bool = False) -> Trace:
     of a trace's bytes are raw args they never read); JSON is imported in full."""
     p = Path(path)
     if p.is_dir() or p.suffix in (".parquet", ".pq"):
-        return Trace.read(p, columns=ANALYSIS_COLUMNS)
+        try:
+            return Trace.read(p, columns=ANALYSIS_COLUMNS)
+        except TraceFormatError:
+            if not p.is_dir():
+                raise
+            # not a run directory of Parquet traces: a Neuron export directory, say
     return open_trace(path, quiet=quiet)
 
 

@@ -1,4 +1,4 @@
-"""Convert a Kineto/Chrome JSON trace (.json or .json.gz) to a Parquet trace.
+"""Convert a Kineto/Chrome JSON trace (.json or .json.gz) or a Neuron profile to a Parquet trace.
 
 The output is one zstd Parquet file with every event, its links (kernel -> launch -> op,
 backward op -> forward op, event -> step) and its source attribution resolved. It is written
@@ -7,6 +7,8 @@ atomically: an interrupted convert leaves no output file.
 Examples:
   neuron-explorer convert rank0.pt.trace.json.gz                # writes rank0.pt.trace.parquet
   neuron-explorer convert trace.json.gz -o out/trace.parquet
+  neuron-explorer convert profile.json                          # a neuron-profile JSON export
+  neuron-explorer convert ./inspect/export -o device.parquet    # a Neuron Parquet export directory
 """
 
 from __future__ import annotations
@@ -15,14 +17,21 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from neuron_explorer.cli._common import add_output_argument, progress_bar
 from neuron_explorer.collectors.kineto_json import import_kineto_json
-from neuron_explorer.trace.errors import TraceFormatError
+from neuron_explorer.trace import Trace
+from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", metavar="TRACE", help="a Kineto/Chrome trace: .json or .json.gz")
+    parser.add_argument(
+        "trace",
+        metavar="TRACE",
+        help="a Kineto/Chrome trace (.json or .json.gz), or a Neuron profile: neuron-profile JSON, summary-json, "
+        "a Parquet export directory or a directory of several",
+    )
     add_output_argument(parser, "output Parquet file (default: the input's name with .parquet)")
     parser.add_argument(
         "--device-profile",
@@ -41,6 +50,23 @@ def default_output(path: Path) -> Path:
     return path.with_name(name + ".parquet")
 
 
+def import_input(src: Path, progress: Any = None) -> Trace:
+    """A Kineto/Chrome JSON trace, or a Neuron profile: a legacy ``neuron-profile`` JSON or
+    ``summary-json`` file, a Parquet export directory, or a directory of several."""
+    if src.is_file():
+        try:
+            return import_kineto_json(src, progress=progress)
+        except TraceFormatError:
+            from neuron_explorer.trace import load
+
+            return load(src)  # a Neuron export, else the Kineto importer's error again
+    if not src.exists():
+        raise TraceNotFoundError("no such file or directory", src)
+    from neuron_explorer.collectors.neuron import import_neuron_profile
+
+    return import_neuron_profile(src)
+
+
 def run(args: argparse.Namespace) -> int:
     src = Path(args.trace)
     out = Path(args.output) if args.output else default_output(src)
@@ -48,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise TraceFormatError("the output would overwrite the input; pass -o", src)
     t0 = time.perf_counter()
     with progress_bar(f"importing {src.name}", enabled=not args.quiet) as update:
-        trace = import_kineto_json(src, progress=update)
+        trace = import_input(src, progress=update)
     if args.device_profile:
         from neuron_explorer.collectors.neuron import join_device_profile
 

@@ -14,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from neuron_explorer.analyzers.neuron_summary import fmt_pct, neuron_overview, profile_warnings
 from neuron_explorer.cli._common import add_trace_argument, open_trace
 from neuron_explorer.trace.summary import describe
 
@@ -33,6 +34,10 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     trace = open_trace(args.trace)
     info = describe(trace)
+    neuron = neuron_overview(trace.metadata)
+    if neuron:
+        info["neuron"] = neuron
+        info["profile_warnings"] = profile_warnings(trace.metadata)
     if args.format == "json":
         print(json.dumps(info, indent=2, default=_json_default))
     else:
@@ -75,7 +80,7 @@ def render_text(info: dict[str, Any]) -> None:
     console.print(kinds)
     if info["devices"]:
         devices = Table(title="Devices", show_edge=False)
-        for col in ("rank", "type", "device", "streams", "events", "busy"):
+        for col in ("rank", "type", "device", "streams", "events", "busy (union)", "sum over streams"):
             devices.add_column(col, justify="right" if col not in ("type",) else "left")
         for d in info["devices"]:
             devices.add_row(
@@ -85,10 +90,11 @@ def render_text(info: dict[str, Any]) -> None:
                 str(d["streams"]),
                 f"{d['events']:,}",
                 _ms(d["busy_ns"]),
+                _ms(d["stream_busy_sum_ns"]),
             )
         console.print(devices)
         streams = Table(title="Device streams", show_edge=False)
-        for col in ("rank", "device", "stream", "events", "busy"):
+        for col in ("rank", "device", "stream", "events", "busy on stream"):
             streams.add_column(col, justify="right")
         for s in info["streams"][:32]:
             streams.add_row(str(s["rank"]), str(s["device"]), str(s["stream"]), f"{s['events']:,}", _ms(s["busy_ns"]))
@@ -122,6 +128,30 @@ def render_text(info: dict[str, Any]) -> None:
         console.print(
             f"Backward ops linked to their forward op: {links['backward_ops_linked_to_forward']:,} of {links['backward_ops']:,}"
         )
+    if info.get("repairs"):
+        console.print(f"Repairs made reading the input ({info['dropped_events']:,} events dropped):", markup=False)
+        for r in info["repairs"]:
+            console.print(f"  {r.get('action')}: {r.get('what')} ({r.get('count', 0):,})", markup=False)
     for p in info["device_properties"][:8]:
         mem = p.get("totalGlobalMem")
         console.print(f"Device {p.get('id')}: {p.get('name')} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}")
+    render_neuron(console, info)
+
+
+def render_neuron(console: Any, info: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    for d in info.get("neuron") or []:
+        pct = [
+            f"{label} {fmt_pct(d[key])}"
+            for label, key in (
+                ("engines active", "engines_active_pct"),
+                ("DMA active", "dma_active_pct"),
+                ("MFU", "mfu_pct"),
+            )
+        ]
+        console.print(f"NeuronCore {d['device']}: {_ms(d['total_time_ns'])} profiled, " + ", ".join(pct))
+        if d["metrics_only"]:
+            console.print("  metrics only: a summary-json export holds no events")
+    for w in info.get("profile_warnings") or []:
+        console.print(f"[yellow]The profile itself warns:[/yellow] {escape(str(w))}")

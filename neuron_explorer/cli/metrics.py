@@ -16,7 +16,12 @@ import os
 from pathlib import Path
 
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.cli._common import add_output_argument, add_trace_argument
+from neuron_explorer.cli._common import (
+    add_device_spec_argument,
+    add_output_argument,
+    add_trace_argument,
+    device_spec_of,
+)
 from neuron_explorer.cli.analyze import load_for_analysis
 from neuron_explorer.trace.errors import AnalysisError
 
@@ -24,6 +29,7 @@ from neuron_explorer.trace.errors import AnalysisError
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_trace_argument(parser)
     add_output_argument(parser, "directory to write the tables into (replaced atomically)", required=True)
+    add_device_spec_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise AnalysisError(
             "output directory is not empty and is not a previous metrics export; refusing to replace it", out
         )
+    spec = device_spec_of(args)
     trace = load_for_analysis(args.trace)
-    a = analyze(trace)
+    a = analyze(trace, device_spec=spec)
     write_metrics(a, out)
     print(f"wrote {len(os.listdir(out))} files to {out}")
     return 0

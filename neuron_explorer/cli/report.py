@@ -16,7 +16,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from neuron_explorer.cli._common import add_output_argument, add_trace_argument, open_trace
+from neuron_explorer.cli._common import (
+    add_device_spec_argument,
+    add_output_argument,
+    add_trace_argument,
+    device_spec_of,
+    open_trace,
+)
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +30,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     add_output_argument(parser, "the HTML file to write (default: <trace name>.html in the current directory)")
     parser.add_argument("--title", help="the workload name shown in the header (default: the trace's name)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    add_device_spec_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,8 +40,9 @@ def run(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else Path.cwd() / f"{_stem(Path(args.trace))}.html"
     if output.is_dir():  # say so before minutes of import and analysis, not after
         raise ReportError("is a directory; give a file name such as report.html", output)
+    spec = device_spec_of(args)
     trace = open_trace(args.trace, quiet=args.quiet)
-    path = write_report(trace, output, analysis=analyze(trace), title=args.title)
+    path = write_report(trace, output, analysis=analyze(trace, device_spec=spec), title=args.title)
     if not args.quiet:
         size_mb = path.stat().st_size / 1e6
         print(f"wrote {path} ({size_mb:.1f} MB); open it in a browser", file=sys.stdout)

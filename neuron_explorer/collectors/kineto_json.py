@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import re
 import zlib
 from collections.abc import Callable
 from functools import lru_cache
@@ -30,11 +29,14 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pcsv
 
+from neuron_explorer.collectors import json_depth
+from neuron_explorer.collectors import kineto_checks as checks
 from neuron_explorer.collectors._conversion import conversion_settings
+from neuron_explorer.collectors.kineto_carry import take_carried
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.parallel_decode import ChunkDecoder
+from neuron_explorer.trace import carry
 from neuron_explorer.trace.arrow import (
     dictionary_array,
     from_numpy,
@@ -44,11 +46,14 @@ from neuron_explorer.trace.arrow import (
 )
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.repairs import DROPPED, IGNORED, KEPT_AS_TEXT, Repairs
 
 try:  # ISA-L's gzip is 2-3x faster than zlib's; fall back to the standard library.
     from isal import igzip as _gzip
+    from isal.isal_zlib import error as _isal_error
 except ImportError:  # pragma: no cover - isal is a declared dependency
     _gzip = gzip  # type: ignore[no-redef]
+    _isal_error = zlib.error  # type: ignore[misc]
 
 JSON_SUFFIXES = (".json", ".json.gz", ".gz")
 #: Above this many uncompressed bytes the events are decoded in chunks.
@@ -162,10 +167,10 @@ def import_kineto_json(path: str | Path, progress: ProgressCallback | None = Non
 
 def _import(path: Path, progress: ProgressCallback | None) -> Trace:
     try:
-        top, chunks = _decode(path, progress)
+        top, chunks, repairs = _decode(path, progress)
     except TraceFormatError:
         raise
-    except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+    except (EOFError, zlib.error, _isal_error, gzip.BadGzipFile, OSError) as exc:
         raise TraceFormatError(f"cannot decompress ({_why(exc)}); is the .gz file truncated?", path) from None
     except msgspec.ValidationError as exc:  # (a DecodeError subclass: tested first)
         raise TraceFormatError(f"not a Chrome/Kineto trace ({_why(exc)})", path) from None
@@ -173,14 +178,40 @@ def _import(path: Path, progress: ProgressCallback | None) -> Trace:
         raise TraceFormatError(f"invalid JSON ({_why(exc)}); is the file truncated?", path) from None
     except _MalformedEventsError as exc:
         raise TraceFormatError(str(exc), path) from None
-    if not chunks or sum(len(c) for c in chunks) == 0:
+    if not chunks or sum(len(c) + _dropped(c) for c in chunks) == 0:
         raise TraceFormatError("the trace holds no events (traceEvents is empty)", path)
-    metadata = _metadata(top, path)
+    if sum(len(c) for c in chunks) == 0:
+        raise TraceFormatError(f"no valid event: all {sum(map(_dropped, chunks)):,} were dropped", path)
+    metadata = _metadata(top, path, repairs)
     # build_trace gets the only reference to the columns (none stays here or in `chunks`), so it
     # can free each input column as soon as its reordered copy exists.
-    box = [RawEvents.concat(chunks)]
+    box = [_within_time_range(RawEvents.concat(chunks), metadata["base_time_ns"], repairs, path)]
     chunks.clear()
-    return build_trace(box.pop(), metadata, source=path)
+    repairs.record(metadata)
+    trace = build_trace(box.pop(), metadata, source=path)
+    found = Repairs()
+    found.merge({(e["what"], e["action"]): e["count"] for e in trace.metadata.get("repairs") or []})
+    found.warn(path, stacklevel=4)
+    return trace
+
+
+def _within_time_range(raw: RawEvents, base: int | None, repairs: Repairs, path: Path) -> RawEvents:
+    """Drop the events whose absolute start (ts + baseTimeNanoseconds) passes ``MAX_TIME_NS``
+    (each alone is within it: the sum cannot overflow)."""
+    if not base:
+        return raw
+    start = np.asarray(raw.start_ns, np.int64)
+    keep = np.abs(start + base) <= checks.MAX_TIME_NS
+    if keep.all():
+        return raw
+    repairs.add(checks.TS_OUT_OF_RANGE, DROPPED, int(np.count_nonzero(~keep)))
+    if not keep.any():
+        raise TraceFormatError(f"no valid event: all {len(keep):,} start past {checks.MAX_TIME_NS:.0e} ns", path)
+    return raw.filter(keep)
+
+
+def _dropped(raw: RawEvents) -> int:
+    return sum(c for (_, action), c in raw.issues.items() if action == DROPPED)
 
 
 # ------------------------------------------------------------------------------- decoding
@@ -192,7 +223,10 @@ def _open_bytes(path: Path) -> io.BufferedIOBase:
     return open(path, "rb")
 
 
-def _decode(path: Path, progress: ProgressCallback | None) -> tuple[dict[str, Any], list[RawEvents]]:
+_Decoded = tuple[dict[str, Any], list[RawEvents], Repairs]
+
+
+def _decode(path: Path, progress: ProgressCallback | None) -> _Decoded:
     size = path.stat().st_size
     with _open_bytes(path) as fh:
         head = fh.read(STREAM_THRESHOLD)
@@ -203,12 +237,19 @@ def _decode(path: Path, progress: ProgressCallback | None) -> tuple[dict[str, An
         return _decode_stream(head, fh, path, size, progress)
 
 
-def _decode_whole(data: bytes, path: Path) -> tuple[dict[str, Any], list[RawEvents]]:
+def _decode_whole(data: bytes, path: Path) -> _Decoded:
+    try:
+        return _decode_whole_fast(data, path)
+    except RecursionError:  # nested deeper than the decoder goes: the path that cuts it out
+        return _decode_stream(data, io.BytesIO(b""), path, len(data), None)
+
+
+def _decode_whole_fast(data: bytes, path: Path) -> _Decoded:
     stripped = data.lstrip()
     if not stripped:
         raise TraceFormatError("the file is empty", path)
     if stripped[:1] == b"[":  # the Chrome "JSON array format": events only
-        return {}, [_columns(_events_decoder.decode(data))]
+        return {}, [_columns(_events_decoder.decode(data))], Repairs()
     if stripped[:1] != b"{":
         raise TraceFormatError("not JSON (does not start with '{' or '[')", path)
     top = _top_decoder.decode(data)
@@ -216,7 +257,7 @@ def _decode_whole(data: bytes, path: Path) -> tuple[dict[str, Any], list[RawEven
         raise TraceFormatError("JSON, but not a trace: it has no 'traceEvents' list", path)
     events = _events_decoder.decode(top.pop("traceEvents"))
     meta = {k: msgspec.json.decode(v) for k, v in top.items()}
-    return meta, [_columns(events)]
+    return meta, [_columns(events)], Repairs()
 
 
 _EVENTS_KEY = b'"traceEvents"'
@@ -224,9 +265,10 @@ _EVENTS_KEY = b'"traceEvents"'
 
 def _decode_stream(
     head: bytes, fh: io.BufferedIOBase, path: Path, size: int, progress: ProgressCallback | None
-) -> tuple[dict[str, Any], list[RawEvents]]:
+) -> _Decoded:
     """Decode a large trace chunk by chunk; metadata before and after ``traceEvents`` is kept."""
     meta: dict[str, Any] = {}
+    repairs = Repairs()
     if head.lstrip()[:1] == b"[":  # the JSON array format: events only
         buf = head.lstrip()[1:]
     else:
@@ -242,32 +284,92 @@ def _decode_stream(
             raise TraceFormatError("JSON, but not a trace: no 'traceEvents' list near the start", path)
         prefix = head[:key].rstrip().rstrip(b",")
         if prefix.strip() not in (b"{", b""):
-            meta.update(msgspec.json.decode(prefix + b"}"))
+            _update_metadata(meta, prefix + b"}", repairs, path)
         buf = head[bracket + 1 :]
     del head
-    decoder = ChunkDecoder(_decode_chunk, _raw_list_decoder.decode)
+    decoder = ChunkDecoder(_decode_chunk, _check_chunk)
     try:
         buf = _decode_chunks(buf, fh, size, progress, decoder)
         chunks: list[RawEvents] = decoder.results()
     finally:
         decoder.close()
     # The tail holds the last events, the closing bracket and any metadata after it.
-    end, tail = _array_end(buf)
+    end, tail, deep = _array_end(buf)
     if end < 0:
         raise TraceFormatError("the traceEvents list never closes; is the file truncated?", path)
-    if tail:
-        chunks.append(_columns(tail))
+    if tail or deep:
+        chunks.append(_with_issues(_columns(tail), deep))
     del tail
     rest = buf[end + 1 :].strip()
     if rest.startswith(b","):
-        meta.update(msgspec.json.decode(b"{" + rest[1:]))
+        _update_metadata(meta, b"{" + rest[1:], repairs, path)
     elif rest not in (b"}", b""):
         raise TraceFormatError("invalid JSON after traceEvents; is the file truncated?", path)
-    return meta, chunks
+    return meta, chunks, repairs
+
+
+def _update_metadata(meta: dict[str, Any], text: bytes, repairs: Repairs, path: Path) -> None:
+    obj, deep = json_depth.decode_metadata(text)
+    if not isinstance(obj, dict):
+        raise TraceFormatError("JSON, but not a trace: the top level is not an object", path)
+    meta.update(obj)
+    repairs.add(json_depth.DEEP_METADATA, IGNORED, deep)
 
 
 def _decode_chunk(blob: bytes) -> RawEvents:
-    return _columns(_events_decoder.decode(blob))
+    events, deep = _decode_events(blob)
+    return _with_issues(_columns(events), deep)
+
+
+def _with_issues(raw: RawEvents, issues: dict[tuple[str, str], int]) -> RawEvents:
+    for key, count in issues.items():
+        raw.issues[key] = raw.issues.get(key, 0) + count
+    return raw
+
+
+def _check_chunk(blob: bytes) -> None:
+    """Raises ``msgspec.DecodeError`` when ``blob`` is not a JSON list (a wrong cut)."""
+    try:
+        _raw_list_decoder.decode(blob)
+    except RecursionError:
+        flat, _ = json_depth.shallow(blob, 2)
+        try:
+            _raw_list_decoder.decode(flat)
+        except RecursionError:
+            raise msgspec.DecodeError("nested too deep") from None
+
+
+def _decode_events(blob: bytes) -> tuple[list[_Event], dict[tuple[str, str], int]]:
+    """A JSON list of events, decoded; values nested deeper than the decoder goes are cut out
+    first (``json_depth``): deep args are put back verbatim, events with another deep field
+    are dropped (both counted)."""
+    try:
+        return _events_decoder.decode(blob), {}
+    except RecursionError:
+        pass
+    flat, stash = json_depth.shallow(blob, 2)
+    try:
+        events = _events_decoder.decode(flat)
+    except RecursionError:
+        raise msgspec.DecodeError(f"JSON nested deeper than {json_depth.DEPTH_LIMIT} levels outside args") from None
+    issues: dict[tuple[str, str], int] = {}
+    kept: list[_Event] = []
+    for e in events:
+        k = json_depth.placeholder_index(bytes(e.args))
+        if k is not None:
+            e.args = msgspec.Raw(stash[k])
+            issues[(json_depth.DEEP_ARGS, KEPT_AS_TEXT)] = issues.get((json_depth.DEEP_ARGS, KEPT_AS_TEXT), 0) + 1
+        if (
+            any(json_depth.is_placeholder(getattr(e, f)) for f in _PLAIN_FIELDS)
+            or json_depth.placeholder_index(bytes(e.ts)) is not None
+        ):
+            issues[(json_depth.DEEP_FIELD, DROPPED)] = issues.get((json_depth.DEEP_FIELD, DROPPED), 0) + 1
+            continue
+        kept.append(e)
+    return kept, issues
+
+
+_PLAIN_FIELDS = ("ph", "cat", "name", "pid", "tid", "dur", "id", "bp", "s", "cname", "tts")
 
 
 def _decode_chunks(
@@ -328,49 +430,64 @@ def _last_boundary(buf: bytes, before: int) -> int:
         pos = close
 
 
-def _array_end(buf: bytes) -> tuple[int, list[_Event]]:
-    """Index of the ``]`` closing the events array in the final tail (-1 if none), and the
-    events before it."""
+def _array_end(buf: bytes) -> tuple[int, list[_Event], dict[tuple[str, str], int]]:
+    """Index of the ``]`` closing the events array in the final tail (-1 if none), the events
+    before it and the repairs made decoding them."""
     pos = len(buf)
     for _ in range(10000):
         idx = buf.rfind(b"]", 0, pos)
         if idx < 0:
-            return -1, []
+            return -1, [], {}
         try:
-            return idx, _events_decoder.decode(b"".join((b"[", memoryview(buf)[:idx], b"]")))
+            events, issues = _decode_events(b"".join((b"[", memoryview(buf)[:idx], b"]")))
+            return idx, events, issues
         except msgspec.ValidationError:  # the events parse but one has the wrong shape
             raise
         except msgspec.DecodeError:  # not the closing bracket: try an earlier one
             pos = idx
-    return -1, []
+    return -1, [], {}
 
 
 # ------------------------------------------------------------------------------- columns
 def _columns(events: list[_Event]) -> RawEvents:
     """Turn decoded events into columns; per-event Python work is limited to attribute reads
-    and C-level ``map``s, and no Arrow array is built through ``pa.array``."""
-    n = len(events)
+    and C-level ``map``s, and no Arrow array is built through ``pa.array``. Events that break a
+    rule of ``kineto_checks`` are dropped here and counted in ``RawEvents.issues``."""
     ph = list(map(attrgetter("ph"), events))
     ts = list(map(attrgetter("ts"), events))
     _check_required(events, ph, ts)
-    cat = dictionary_array(list(map(attrgetter("cat"), events)))
-    name = dictionary_array(list(map(attrgetter("name"), events)), none_as="")
+    start_ns, ts_ok = checks.parse_times(ts)
+    del ts
+    dur_ns, bad = checks.durations(list(map(attrgetter("dur"), events)))
+    bad[checks.TS_NOT_A_NUMBER] = ~ts_ok
+    cats = list(map(attrgetter("cat"), events))
+    names = list(map(attrgetter("name"), events))
+    for reason, values in ((checks.CAT_NOT_A_STRING, cats), (checks.NAME_NOT_A_STRING, names)):
+        mask = checks.not_strings(values)
+        if mask is not None:
+            bad[reason] = mask
+    issues: dict[tuple[str, str], int] = {}
+    drop = _drop_mask(bad, events, issues)
+    if drop is not None:
+        keep = (~drop).tolist()
+        events, ph, cats, names = (list(compress(x, keep)) for x in (events, ph, cats, names))
+        start_ns, dur_ns = start_ns[~drop], dur_ns[~drop]
+    n = len(events)
+    cat = dictionary_array(cats)
+    name = dictionary_array(names, none_as="")
+    del cats, names
     pid, pid_extra = _int_or_label(list(map(attrgetter("pid"), events)))
     tid, tid_extra = _int_or_label(list(map(attrgetter("tid"), events)))
-    start_ns = _parse_ts(ts)
-    del ts
-    dur = list(map(attrgetter("dur"), events))
-    try:
-        dur_us = np.array(dur, dtype=np.float64)  # None becomes nan
-    except (TypeError, ValueError):
-        dur_us = np.array([_to_float(d) for d in dur], dtype=np.float64)
-    del dur
-    dur_ns = np.where(np.isnan(dur_us), 0, np.rint(dur_us * 1000.0)).astype(np.int64)
     flow_id, flow_extra = _int_or_label(list(map(attrgetter("id"), events)), null_default=True)
     extras = _extras(events, pid_extra, tid_extra, flow_extra)
     args_raw = list(map(attrgetter("args"), events))
     del events
-    args = _args_text(args_raw)
+    data = b"".join(args_raw)
+    columns: dict[str, pa.Array] = {}
+    if carry.PREFIX in data:  # an export of ours: take back the columns it carried
+        args_raw, columns = take_carried(args_raw, _NO_ARGS, issues)
+        data = b"".join(args_raw)
+    args = _args_text(args_raw, data)
     typed = _typed_args(args_raw, to_numpy(cat.indices, fill=-1))
     return RawEvents(
         n=n,
@@ -385,7 +502,35 @@ def _columns(events: list[_Event]) -> RawEvents:
         args=args,
         extra=extras,
         typed=typed,
+        columns=columns,
+        issues=issues,
     )
+
+
+def _drop_mask(
+    bad: dict[str, np.ndarray], events: list[_Event], issues: dict[tuple[str, str], int]
+) -> np.ndarray | None:
+    """The events to drop (None when none), each counted once under its first reason."""
+    drop: np.ndarray | None = None
+    for reason, mask in bad.items():
+        if not mask.any():
+            continue
+        if reason == checks.TS_NOT_A_NUMBER:  # split: not a number vs out of range
+            rows = np.nonzero(mask)[0]
+            numeric = np.array([checks.is_number_text(events[i].ts) for i in rows.tolist()], bool)
+            mask = mask.copy()
+            mask[rows[numeric]] = False
+            counts = {checks.TS_NOT_A_NUMBER: mask, checks.TS_OUT_OF_RANGE: np.zeros_like(mask)}
+            counts[checks.TS_OUT_OF_RANGE][rows[numeric]] = True
+        else:
+            counts = {reason: mask}
+        for what, m in counts.items():
+            fresh = m if drop is None else (m & ~drop)
+            k = int(np.count_nonzero(fresh))
+            if k:
+                issues[(what, DROPPED)] = issues.get((what, DROPPED), 0) + k
+                drop = fresh.copy() if drop is None else (drop | fresh)
+    return drop
 
 
 def _check_required(events: list[_Event], ph: list[str], ts: list[msgspec.Raw]) -> None:
@@ -408,13 +553,6 @@ def _brief(e: _Event) -> str:
     return f"ph={e.ph!r} cat={e.cat!r} name={str(e.name)[:60]!r}"
 
 
-def _to_float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
 def _int_or_label(values: list[Any], null_default: bool = False) -> tuple[pa.Array, list[Any] | None]:
     """Integer ids as int64; string ids (``"Spans"``, ``"stream 7"``) get a stable negative
     number (from a CRC of the label) and are kept verbatim in ``extra`` so export writes them back."""
@@ -433,12 +571,12 @@ def _int_or_label(values: list[Any], null_default: bool = False) -> tuple[pa.Arr
     mask = np.zeros(len(values), bool)
     has_extra = False
     for i, v in enumerate(values):
-        if type(v) is int:
+        if type(v) is int and checks.in_int64(v):
             continue
         if v is None:
             values[i] = 0
             mask[i] = null_default
-        elif isinstance(v, float) and v.is_integer():
+        elif type(v) is float and v.is_integer() and checks.in_int64(int(v)):
             values[i] = int(v)
             extra[i] = v
             has_extra = True
@@ -497,14 +635,13 @@ def _text_scalar(text: str) -> pa.Scalar:
 _EMPTY, _COMMA, _OPEN, _CLOSE = (_text_scalar(t) for t in ("", ", ", "{", "}"))
 
 
-def _args_text(raws: list[msgspec.Raw]) -> pa.Array:
-    """The raw args fragments as an Arrow string array (no per-item copies; null where an
-    event has no args)."""
+def _args_text(raws: list[msgspec.Raw], data: bytes) -> pa.Array:
+    """The raw args fragments (``data``: them joined) as an Arrow string array (no per-item
+    copies; null where an event has no args)."""
     n = len(raws)
     lens = np.fromiter(map(len, raws), np.int64, n)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
-    data = b"".join(raws)
     # Events without args carry the _NO_ARGS default: three bytes ending in a space.
     three = np.nonzero(lens == 3)[0]
     valid = np.ones(n, bool)
@@ -529,60 +666,10 @@ def _args_text(raws: list[msgspec.Raw]) -> pa.Array:
         )
 
 
-#: Decimal 1000 from its 16 little-endian bytes (pa.scalar and pa.array would import pandas).
-_THOUSAND = pa.Array.from_buffers(pa.decimal128(4, 0), 1, [None, pa.py_buffer(np.array([1000, 0], np.int64))])[0]
-_FRACTION_DIGITS = re.compile(rb"\.\d{4}")
-#: |ts| in us below which float64 times 1000 rounds to the exact ns of a <= 3-decimal text.
-_FLOAT_EXACT_US = float(2**50) / 1000.0
-
-
 def _parse_ts(raws: list[msgspec.Raw]) -> np.ndarray:
-    """Microsecond timestamps (JSON numbers) to int64 ns, exact to the last written digit."""
-    n = len(raws)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    # One value per line; missing timestamps (metadata events) are empty lines, read as null.
-    text = b"\n".join(raws) + b"\n"
-    fractional = b"." in text or b"e" in text or b"E" in text
-    kind = "int" if not fractional else ("float" if not _FRACTION_DIGITS.search(text) else "decimal")
-    try:
-        if kind == "int":
-            out = to_numpy(_read_numbers(text, pa.int64()), fill=0) * 1000
-        elif kind == "float":
-            us = to_numpy(_read_numbers(text, pa.float64()), fill=0.0)
-            if len(us) == n and np.abs(us).max() < _FLOAT_EXACT_US:
-                return np.rint(us * 1000.0).astype(np.int64)
-            kind = "decimal"
-        if kind == "decimal":
-            col = _read_numbers(text, pa.decimal128(32, 6))
-            ns = pc.multiply(col, _THOUSAND)
-            out = to_numpy(ns.cast(pa.decimal128(38, 0)).cast(pa.int64()), fill=0)
-        if len(out) == n:
-            return out.astype(np.int64)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    # Exponent notation or other oddities: the slow but general path.
-    from decimal import Decimal, InvalidOperation
-
-    result = np.zeros(n, np.int64)
-    for i, r in enumerate(raws):
-        if not r:
-            continue
-        try:
-            result[i] = int((Decimal(bytes(r).decode()) * 1000).to_integral_value())
-        except (InvalidOperation, ValueError):
-            result[i] = 0
-    return result
-
-
-def _read_numbers(text: bytes, typ: pa.DataType) -> pa.Array:
-    table = pcsv.read_csv(
-        io.BytesIO(text),
-        read_options=pcsv.ReadOptions(column_names=["v"], use_threads=False),
-        parse_options=pcsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False),
-        convert_options=pcsv.ConvertOptions(column_types={"v": typ}),
-    )
-    return table["v"].combine_chunks()
+    """Microsecond timestamps (JSON numbers) to int64 ns (0 where not valid; see
+    ``kineto_checks.parse_times`` for the mask)."""
+    return checks.parse_times(raws)[0]
 
 
 def _typed_args(raws: list[msgspec.Raw], groups: np.ndarray) -> dict[str, pa.Array]:
@@ -632,14 +719,17 @@ def _typed_group(raws: list[msgspec.Raw]) -> dict[str, pa.Array]:
     decoder = _args_decoder_for(fields)
     try:
         decoded: list[Any] = decoder.decode(blob)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        # Some event's args is not an object: decode one by one, empty where it fails.
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # Some event's args is not an object, or nests deeper than the decoder goes: decode
+        # one by one, empty where it fails (the args text itself is kept as it is).
         decoded = []
         empty = decoder.decode(b"[{}]")[0]
         for r in raws:
             try:
                 decoded.append(decoder.decode(b"[" + bytes(r) + b"]")[0])
             except (msgspec.DecodeError, msgspec.ValidationError):
+                decoded.append(empty)
+            except RecursionError:  # (deep args: counted where they were cut out, json_depth)
                 decoded.append(empty)
     del blob
     out: dict[str, pa.Array] = {}
@@ -694,21 +784,13 @@ def _raw_text(raws: list[msgspec.Raw]) -> tuple[pa.Array, int]:
 
 
 # ------------------------------------------------------------------------------- metadata
-def _metadata(top: dict[str, Any], path: Path) -> dict[str, Any]:
-    dist = top.get("distributedInfo") or {}
-    rank = dist.get("rank") if isinstance(dist, dict) else None
-    meta: dict[str, Any] = {
+def _metadata(top: dict[str, Any], path: Path, repairs: Repairs) -> dict[str, Any]:
+    return {
         "collector": "kineto_json",
         "source_file": os.path.abspath(path),
-        "base_time_ns": top.get("baseTimeNanoseconds"),
-        "device_properties": top.get("deviceProperties") or [],
-        "distributed_info": dist or None,
-        "rank": int(rank) if isinstance(rank, int) else 0,
-        "rank_known": isinstance(rank, int),
-        "world_size": dist.get("world_size") if isinstance(dist, dict) else None,
+        **checks.trace_metadata(top, repairs),
         "trace_metadata": top,
     }
-    return meta
 
 
 def _why(exc: BaseException) -> str:

@@ -36,10 +36,12 @@ import pyarrow.compute as pc
 from neuron_explorer import __version__
 from neuron_explorer.collectors._conversion import release_freed_memory
 from neuron_explorer.collectors.deferred import DeferredTrace
+from neuron_explorer.collectors.kineto_carry import CARRIED
 from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.source_attribution import attribute_source
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.arrow import (
+    bool_array,
     dict_parts,
     dictionary_from_codes,
     from_numpy,
@@ -47,6 +49,7 @@ from neuron_explorer.trace.arrow import (
     to_numpy,
 )
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.repairs import NULLED, Repairs
 from neuron_explorer.trace.schema import COLUMN_BY_NAME, EVENTS_SCHEMA, SCHEMA_VERSION, Kind
 
 KINDS: tuple[str, ...] = (
@@ -101,7 +104,7 @@ _COLLECTIVE_NAME = re.compile(
     r"(?i)^(nccl|rccl)|^c10d::|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|all_to_all"
 )
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-_MEMCPY_NAME = re.compile(r"(?i)memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)(?:.*?\((\w+))?")
+_MEMCPY_NAME = re.compile(r"(?i)memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)")
 _AMD_COPY = {"CopyHostToDevice": "HtoD", "CopyDeviceToHost": "DtoH", "CopyDeviceToDevice": "DtoD"}
 #: c10::DeviceType codes written in [memory] events.
 _C10_DEVICE = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuseone"}
@@ -137,6 +140,8 @@ class RawEvents:
     typed: dict[str, pa.Array] = field(default_factory=dict)
     src: dict[str, pa.Array] = field(default_factory=dict)
     columns: dict[str, pa.Array] = field(default_factory=dict)
+    #: Repairs made while building the columns: (what, action) -> count (``trace.repairs``).
+    issues: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return self.n
@@ -187,7 +192,41 @@ class RawEvents:
             typed=merge([p.typed for p in parts]),
             src=merge([p.src for p in parts]),
             columns=merge([p.columns for p in parts]),
+            issues=_sum_issues([p.issues for p in parts]),
         )
+
+    def filter(self, keep: np.ndarray) -> RawEvents:
+        """Only the rows where ``keep`` is True (every column, typed and source ones too)."""
+        mask = bool_array(keep)
+
+        def f(arr: Any) -> Any:
+            return arr.filter(mask)
+
+        return RawEvents(
+            n=int(np.count_nonzero(keep)),
+            ph=f(self.ph),
+            cat=f(self.cat),
+            name=f(self.name),
+            pid=f(self.pid),
+            tid=f(self.tid),
+            start_ns=np.asarray(self.start_ns)[keep],
+            dur_ns=np.asarray(self.dur_ns)[keep],
+            flow_id=f(self.flow_id),
+            args=f(self.args),
+            extra=f(self.extra),
+            typed={k: f(v) for k, v in self.typed.items()},
+            src={k: f(v) for k, v in self.src.items()},
+            columns={k: f(v) for k, v in self.columns.items()},
+            issues=dict(self.issues),
+        )
+
+
+def _sum_issues(parts: list[dict[tuple[str, str], int]]) -> dict[tuple[str, str], int]:
+    total: dict[tuple[str, str], int] = {}
+    for part in parts:
+        for key, count in part.items():
+            total[key] = total.get(key, 0) + count
+    return total
 
 
 def _coerce(arr: pa.Array, typ: pa.DataType) -> pa.Array:
@@ -211,14 +250,36 @@ def _int_column(arr: pa.Array | None, n: int) -> np.ndarray:
     if pa.types.is_integer(arr.type) and arr.type in (pa.int8(), pa.int16(), pa.int32(), pa.int64()):
         return to_numpy(arr, fill=-1).astype(np.int64, copy=True)
     if pa.types.is_floating(arr.type):
-        v = to_numpy(arr.cast(pa.float64()), fill=np.nan)
-        return np.where(np.isfinite(v), v, -1).astype(np.int64)
+        return _floats_to_int64(to_numpy(arr.cast(pa.float64()), fill=np.nan))
     if pa.types.is_null(arr.type):
         return np.full(n, -1, np.int64)
     if pa.types.is_integer(arr.type):
         return to_numpy(arr.cast(pa.int64()), fill=-1).astype(np.int64, copy=True)
-    v = _numbers(arr.to_pylist())
-    return np.where(np.isfinite(v), v, -1).astype(np.int64)
+    return _floats_to_int64(_numbers(arr.to_pylist()))
+
+
+#: Floats at or beyond 2**63 have no int64 value (casting them is undefined behaviour).
+_INT64_LIMIT = float(2**63)
+
+
+def _floats_to_int64(v: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(v) & (np.abs(v) < _INT64_LIMIT)
+    return np.where(ok, v, -1).astype(np.int64)
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _narrow_int32(values: np.ndarray, what: str, issues: dict[tuple[str, str], int]) -> np.ndarray:
+    """int64 values for an int32 column: those beyond int32 become -1 (null), counted."""
+    beyond = (values > _INT32_MAX) | (values < _INT32_MIN)
+    k = int(np.count_nonzero(beyond))
+    if not k:
+        return values
+    key = (f"{what} beyond int32", NULLED)
+    issues[key] = issues.get(key, 0) + k
+    return np.where(beyond, -1, values)
 
 
 def _float_column(arr: pa.Array | None, n: int) -> np.ndarray:
@@ -511,6 +572,7 @@ def build_trace(
     """Normalize raw records into a ``Trace`` (see the module docstring for what is resolved)."""
     user_code = user_code or UserCode.default()
     n = raw.n
+    issues = dict(raw.issues)
     # Handing freed heap pages back pays on millions of events; on a capture of 100k it is
     # only ~30 calls walking the program's whole heap.
     trim = release_freed_memory if n >= TRIM_MIN_EVENTS else _no_trim
@@ -550,6 +612,10 @@ def build_trace(
             trim()  # the input chunks just freed
     del take
     typed = raw.typed
+    # Columns a Chrome export of ours carried (``collectors.kineto_carry``) win where carried.
+    # (one mask per carried column: a row carries only the columns the importer would not
+    # derive back the same, so each is restored where carried and derived elsewhere)
+    carried = {k[len(CARRIED) + 1 :]: raw.columns.pop(k) for k in list(raw.columns) if k.startswith(CARRIED + ":")}
 
     kind, dev_code, dtypes = _classify(ph, cat, name, typed, metadata)
     on_device = np.isin(kind, _ON_DEVICE_CODES)
@@ -566,7 +632,7 @@ def build_trace(
     del dev_arg
     mem_dev = _int_column(typed.pop("mem_device_id", None), n)
     not_cpu = np.array([d != "cpu" for d in dtypes])[dev_code]  # per device type, not per event
-    device = _nullable(np.where(is_mem & not_cpu, mem_dev, device), pa.int32())
+    device = _nullable(_narrow_int32(np.where(is_mem & not_cpu, mem_dev, device), "device", issues), pa.int32())
     del mem_dev, not_cpu
     stream_arg = _int_column(typed.pop("stream", None), n)
     stream = _nullable(np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1), pa.int64())
@@ -643,7 +709,7 @@ def build_trace(
     trim()
 
     # --- steps
-    step = _assign_steps(kind, name, start, dur, op, launch, on_device)
+    step = _narrow_int32(_assign_steps(kind, name, start, dur, op, launch, on_device), "step number", issues)
 
     # --- source attribution
     src = attribute_source(raw.src, name, kind, parent, op, fwd, on_device | is_runtime | is_mem, user_code, launch)
@@ -691,16 +757,18 @@ def build_trace(
         "op_id": _nullable(op, pa.int64()),
         "fwd_id": _nullable(fwd, pa.int64()),
         "step": _nullable(step, pa.int32()),
-        "cycle": raw.columns.get("cycle", from_numpy(np.zeros(n, np.int32), pa.int32())),
+        "cycle": _zero_null(raw.columns.get("cycle"), n),
         "sequence_nr": _nullable(_int_column(pop("sequence_nr"), n), pa.int64()),
         **src,
         "flops": _nullable(_int_column(pop("flops"), n), pa.int64()),
         "bytes": masked_array(size_bytes, pa.int64(), size_mask),
         "bandwidth_gbps": _nullable(_float_column(pop("bandwidth"), n), pa.float64()),
         "memcpy_kind": memcpy_kind,
-        "grid": _shape_column(pop("grid"), n),
-        "block": _shape_column(pop("block"), n),
-        "registers_per_thread": _nullable(_int_column(pop("registers"), n), pa.int32()),
+        "grid": _shape_column(pop("grid"), n, "grid", issues),
+        "block": _shape_column(pop("block"), n, "block", issues),
+        "registers_per_thread": _nullable(
+            _narrow_int32(_int_column(pop("registers"), n), "registers per thread", issues), pa.int32()
+        ),
         "shared_memory_bytes": _nullable(_int_column(pop("shared_memory"), n), pa.int64()),
         "blocks_per_sm": _nullable(_float_column(pop("blocks_per_sm"), n), pa.float64()),
         "warps_per_sm": _nullable(_float_column(pop("warps_per_sm"), n), pa.float64()),
@@ -713,11 +781,12 @@ def build_trace(
         "graph_id": _nullable(np.where(is_device_work, _int_column(pop("graph_id"), n), -1), pa.int64()),
         "flow_id": raw.flow_id,
         "collective_name": _string_column(pop("collective_name"), n),
-        "group_size": _nullable(_int_column(pop("group_size"), n), pa.int32()),
+        "group_size": _nullable(_narrow_int32(_int_column(pop("group_size"), n), "group size", issues), pa.int32()),
     }
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
-            cols[k] = v
+            mask = carried.get(k)
+            cols[k] = v if mask is None else _where(mask, v, cols[k])
     raw.flow_id = None
     del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
     trim()
@@ -745,6 +814,9 @@ def build_trace(
     meta = dict(metadata)
     meta.setdefault("collector_version", __version__)
     meta["schema_version"] = SCHEMA_VERSION
+    repairs = Repairs()
+    repairs.merge(issues)
+    repairs.record(meta)
     meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
     trim()
     return DeferredTrace(table, deferred, order, meta)
@@ -752,6 +824,23 @@ def build_trace(
 
 #: Text columns left in input order until the trace is written (``collectors.deferred``).
 _DEFERRED_COLUMNS = ("args", "extra", "input_shapes", "input_types")
+
+
+def _zero_null(arr: pa.Array | None, n: int) -> pa.Array:
+    if arr is None:
+        return from_numpy(np.zeros(n, np.int32), pa.int32())
+    return arr.fill_null(0) if arr.null_count else arr
+
+
+def _where(mask: pa.Array, given: pa.Array, derived: pa.Array) -> pa.Array:
+    """``given`` where ``mask`` is true, else ``derived`` (as plain, undictionaried types)."""
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks()
+    given, derived = ((a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a) for a in (given, derived))
+    given, derived = (a.cast(a.type.value_type) if pa.types.is_dictionary(a.type) else a for a in (given, derived))
+    if given.type != derived.type:
+        given = given.cast(derived.type)
+    return pc.if_else(mask.fill_null(False), given, derived)
 
 
 def _reorder(arr: pa.Array | pa.ChunkedArray, take: pa.Array) -> pa.Array:
@@ -774,7 +863,8 @@ def _assign_steps(
     if step_rows.size == 0:
         return step
     names = name.values(step_rows)
-    numbers = np.array([int(_STEP_NAME.match(nm).group(1)) for nm in names], np.int64)  # type: ignore[union-attr]
+    # (A step number beyond int64 is kept as -1 here; beyond int32 is nulled by the caller.)
+    numbers = np.array([_step_number(nm) for nm in names], np.int64)
     s0 = start[step_rows]
     s1 = s0 + dur[step_rows]
     order = np.argsort(s0, kind="stable")
@@ -793,20 +883,28 @@ def _assign_steps(
     return step
 
 
+def _step_number(name: str) -> int:
+    number = int(_STEP_NAME.match(name).group(1))  # type: ignore[union-attr]
+    return number if number <= _INT32_MAX else _INT32_MAX + 1
+
+
 def _memcpy_kinds(name: _Words, is_copy: np.ndarray) -> pa.Array:
     labels: list[str | None] = []
     for nm in name.words:
         nm = nm or ""
         m = _MEMCPY_NAME.search(nm)
         if m:
-            memory = m.group(2)
-            labels.append(f"{m.group(1)} ({memory})" if memory in ("Pageable", "Pinned") else m.group(1))
+            # "Memcpy DtoH (Device -> Pageable)", "Memcpy HtoD (Pageable -> Device)": host memory on either side
+            memory = next((w for w in ("Pageable", "Pinned") if w in nm[m.end(1) :]), None)
+            labels.append(f"{m.group(1)} ({memory})" if memory else m.group(1))
         else:
             labels.append(next((v for k, v in _AMD_COPY.items() if k in nm), None))
     return dictionary_from_codes(np.where(is_copy, name.codes, -1), labels)
 
 
-def _shape_column(arr: pa.Array | None, n: int) -> pa.Array:
+def _shape_column(arr: pa.Array | None, n: int, what: str, issues: dict[tuple[str, str], int]) -> pa.Array:
+    """A list<int32> column (kernel grid, block); a value that is not a list of int32 integers
+    is null, and counted when it is a list (its text stays in ``args``)."""
     if arr is None or pa.types.is_null(arr.type):
         return pa.nulls(n, pa.list_(pa.int32()))
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
@@ -816,9 +914,15 @@ def _shape_column(arr: pa.Array | None, n: int) -> pa.Array:
             pass
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    out = []
+    out: list[list[int] | None] = []
+    unusable = 0
     for v in arr.to_pylist():
-        out.append([int(x) for x in v] if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) else None)
+        ok = isinstance(v, list) and all(type(x) is int and _INT32_MIN <= x <= _INT32_MAX for x in v)
+        out.append(v if ok else None)
+        unusable += isinstance(v, list) and not ok  # (triton's text "grid(100,)" is no list: not counted)
+    if unusable:
+        key = (f"{what} not a list of int32", NULLED)
+        issues[key] = issues.get(key, 0) + unusable
     return pa.array(out, pa.list_(pa.int32()))
 
 

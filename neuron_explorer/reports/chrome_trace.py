@@ -2,13 +2,17 @@
 
 Export is exact: every event is written back with its original phase, category, ids, raw
 ``args`` text and extra fields, timestamps as exact decimal microseconds relative to
-``baseTimeNanoseconds``, and the original top-level metadata, so importing the export gives
-the same events table.
+``baseTimeNanoseconds``, and the original top-level metadata; the columns with no Chrome field
+travel in ``args`` (``trace.carry``): the source columns always (Perfetto shows them), any other
+column where importing the file would not give it back (found by importing the first write and
+comparing; then the file is written again carrying those cells). Importing the export gives the
+same events table, for a single-rank trace.
 """
 
 from __future__ import annotations
 
 import gzip
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from neuron_explorer.trace import carry
 from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.model import Trace
 
@@ -30,8 +35,12 @@ def _us(ns: np.ndarray) -> list[str]:
     return [f"{a}.{b:03d}" for a, b in zip(q.tolist(), r.tolist())]
 
 
-def iter_chrome_json(trace: Trace) -> Iterator[bytes]:
-    """The Chrome JSON document, in pieces (memory stays bounded by the batch size)."""
+def iter_chrome_json(trace: Trace, extra_carry: dict[str, np.ndarray] | None = None) -> Iterator[bytes]:
+    """The Chrome JSON document, in pieces (memory stays bounded by the batch size).
+
+    ``extra_carry``: column -> row mask of the cells to carry besides the source columns."""
+    extra_carry = extra_carry or {}
+    carried = [c for c in carry.ALWAYS if c in trace.events.column_names] + list(extra_carry)
     enc = msgspec.json.encode
     meta = dict(trace.metadata.get("trace_metadata") or {})
     base = trace.metadata.get("base_time_ns")
@@ -44,8 +53,9 @@ def iter_chrome_json(trace: Trace) -> Iterator[bytes]:
             continue
         yield enc(key) + b": " + enc(value) + b",\n"
     yield b'"traceEvents": ['
-    table = trace.events.select(_COLUMNS + (["rank"] if multi else []))
+    table = trace.events.select(_COLUMNS + (["rank"] if multi else []) + [c for c in carried if c not in _COLUMNS])
     first = True
+    offset = 0
     for batch in table.to_batches(max_chunksize=_BATCH):
         cols = {name: batch.column(name) for name in batch.schema.names}
         n = batch.num_rows
@@ -62,18 +72,20 @@ def iter_chrome_json(trace: Trace) -> Iterator[bytes]:
         ids = cols["flow_id"].to_pylist()
         args = cols["args"].to_pylist()
         extra = cols["extra"].to_pylist()
+        carry_rows = _carry_rows(cols, carried, extra_carry, offset, n)
+        offset += n
         parts: list[str] = []
         for i in range(n):
             x: dict[str, Any] = msgspec.json.decode(extra[i]) if extra[i] else {}
             p = ph[i] or ""
-            fields = [f'"ph": "{p}"']
+            fields = [f'"ph": {enc(p).decode()}']
             if cat[i] is not None:
                 fields.append(f'"cat": {cat[i]}')
             fields.append(f'"name": {name[i]}')
             fields.append(f'"pid": {enc(x.pop("pid")).decode() if "pid" in x else pid_l[i]}')
             fields.append(f'"tid": {enc(x.pop("tid")).decode() if "tid" in x else tid_l[i]}')
             fields.append(f'"ts": {ts[i]}')
-            if p == "X":
+            if p == "X" or dur[i] != "0.000":  # (an instant with a duration keeps it)
                 fields.append(f'"dur": {dur[i]}')
             if "id" in x:
                 fields.append(f'"id": {enc(x.pop("id")).decode()}')
@@ -81,14 +93,33 @@ def iter_chrome_json(trace: Trace) -> Iterator[bytes]:
                 fields.append(f'"id": {ids[i]}')
             for k, v in x.items():
                 fields.append(f'"{k}": {enc(v).decode()}')
-            if args[i] is not None:
-                fields.append(f'"args": {args[i]}')
+            a = args[i] if not carry_rows[i] else carry.join(carry_rows[i], args[i])
+            if a is not None:
+                fields.append(f'"args": {a}')
             parts.append("{" + ", ".join(fields) + "}")
         text = ",\n".join(parts)
         if text:
             yield (b"\n" if first else b",\n") + text.encode()
             first = False
     yield b"\n]}\n"
+
+
+def _carry_rows(
+    cols: dict[str, pa.Array], carried: list[str], extra_carry: dict[str, np.ndarray], offset: int, n: int
+) -> list[dict[str, Any]]:
+    """Per row of a batch, the carried columns' values (non-null source values, and the cells
+    ``extra_carry`` names)."""
+    rows: list[dict[str, Any]] = [{} for _ in range(n)]
+    for name in carried:
+        values = _py(cols[name])
+        wanted = extra_carry.get(name)
+        for i, v in enumerate(values):
+            if wanted is not None:
+                if wanted[offset + i]:
+                    rows[i][name] = v
+            elif v is not None:
+                rows[i][name] = v
+    return rows
 
 
 def _py(arr: pa.Array) -> list[Any]:
@@ -106,12 +137,50 @@ def _encoded_strings(arr: pa.Array) -> list[str | None]:
 
 
 def write_chrome_trace(trace: Trace, path: str | Path) -> Path:
-    """Write the Chrome JSON (gzip when the name ends in .gz), atomically."""
+    """Write the Chrome JSON (gzip when the name ends in .gz), atomically; a single-rank trace
+    is checked by importing it, and written again carrying whatever did not come back."""
     path = Path(path)
-    with atomic_path(path) as tmp, _open_output(tmp, gz=path.name.endswith(".gz")) as fh:
-        for piece in iter_chrome_json(trace):
-            fh.write(piece)
+    gz = path.name.endswith(".gz")
+    with atomic_path(path) as tmp:
+        _write(trace, tmp, gz)
+        if len(trace.rank_metadata) == 1:
+            missing = _not_reproduced(trace, tmp)
+            if missing:
+                _write(trace, tmp, gz, missing)
     return path
+
+
+def _write(trace: Trace, path: Path, gz: bool, extra_carry: dict[str, np.ndarray] | None = None) -> None:
+    with _open_output(path, gz) as fh:
+        for piece in iter_chrome_json(trace, extra_carry):
+            fh.write(piece)
+
+
+def _not_reproduced(trace: Trace, written: Path) -> dict[str, np.ndarray]:
+    """Column -> rows where importing ``written`` does not give ``trace``'s value back."""
+    from neuron_explorer.collectors.kineto_json import import_kineto_json
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = import_kineto_json(written).events
+    table = trace.events
+    if again.num_rows != table.num_rows:
+        return {}
+    out: dict[str, np.ndarray] = {}
+    for name in table.column_names:
+        if name in carry.NATIVE or name in carry.ALWAYS or name not in again.column_names:
+            continue
+        a, b = table[name], again[name]
+        if a.equals(b) or a.cast(_plain(a.type)).equals(b.cast(_plain(b.type))):
+            continue
+        same = np.array([x == y for x, y in zip(a.to_pylist(), b.to_pylist())], bool)
+        if not same.all():
+            out[name] = ~same
+    return out
+
+
+def _plain(typ: pa.DataType) -> pa.DataType:
+    return typ.value_type if pa.types.is_dictionary(typ) else typ
 
 
 def _open_output(path: Path, gz: bool) -> Any:

@@ -6,7 +6,9 @@ Tableau 10 hues: distinct for colour-blind readers and readable on light and dar
 
 from __future__ import annotations
 
-#: Category -> colour. Device compute is green, communication purple, copies yellow, host blue.
+#: Category -> colour. Device compute is green, communication purple, copies yellow, host blue,
+#: Python orange, waiting on syncs red. The step-time attribution's categories
+#: (``analyzers.attribution.CATEGORIES``) use the same hues as the event kinds they stand for.
 CATEGORY_COLORS: dict[str, str] = {
     "compute": "#59a14f",  # device kernels
     "communication": "#b07aa1",  # collectives (NCCL, RCCL, Neuron CC)
@@ -17,7 +19,9 @@ CATEGORY_COLORS: dict[str, str] = {
     "sync": "#e15759",  # synchronizations
     "python": "#f28e2b",  # Python frames
     "annotation": "#ff9da7",  # user annotations and steps
-    "idle": "#bab0ac",  # nothing running
+    "device_wait": "#d37295",  # device idle with work queued (a dependency)
+    "data_loading": "#b6992d",  # data loading
+    "idle": "#bab0ac",  # nothing running, or nothing recorded
 }
 #: Event kind (the trace's ``kind`` column) -> its category.
 KIND_CATEGORY: dict[str, str] = {
@@ -32,10 +36,17 @@ KIND_CATEGORY: dict[str, str] = {
     "annotation": "annotation",
     "step": "annotation",
 }
-#: Breakdown part (``Analysis.breakdown`` column) -> its category.
+#: Step-time part (``Analysis.attribution`` / ``.breakdown`` column) -> its category.
 PART_CATEGORY: dict[str, str] = {
     "compute_ns": "compute",
     "communication_ns": "communication",
+    "copy_ns": "memcpy",
+    "host_blocked_ns": "sync",
+    "device_wait_ns": "device_wait",
+    "data_loading_ns": "data_loading",
+    "host_launch_ns": "host",
+    "host_python_ns": "python",
+    "untraced_ns": "idle",
     "memcpy_ns": "memcpy",
     "memset_ns": "memset",
     "host_exposed_ns": "host",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from neuron_explorer.analyzers import Analysis
-from neuron_explorer.reports._format import fmt_ns, fmt_value, skipped_summary
+from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
+from neuron_explorer.analyzers.perf.shapes import short_shapes
+from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.reports.names import short_kernel_name
 
@@ -23,6 +25,7 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         "",
         f"**Verdict:** {s['verdict']}",
         "",
+        *[f"> The profile itself warns: {_cell(w)}\n" for w in s.get("profile_warnings") or []],
         f"{s['num_events']:,} events · wall {fmt_ns(s['wall_ns'])} · {s['num_steps']} step(s) · ranks {s['ranks']} · "
         f"devices {', '.join(s['devices']) or 'cpu only'}",
         "",
@@ -30,15 +33,11 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     if a.step_stats.get("num_steps"):
         st = a.step_stats
         out += [f"Step time: p50 {fmt_ns(st['p50_ns'])}, p95 {fmt_ns(st['p95_ns'])}, cv {st['cv_pct']:.1f}%", ""]
-    out += ["| part | share of wall time |", "|---|---:|"]
-    for key, label in (
-        ("compute_pct", "compute"),
-        ("memcpy_pct", "memcpy + memset"),
-        ("communication_pct", "communication (exposed)"),
-        ("host_exposed_pct", "host (exposed)"),
-        ("idle_pct", "idle"),
-    ):
-        out.append(f"| {label} | {s[key]:.1f}% |")
+    labels = HOST_ONLY_LABELS if s["device_types"] == ["cpu"] else CATEGORY_LABELS
+    out += ["| where step time went (each instant once, by priority) | share |", "|---|---:|"]
+    for name in CATEGORY_NAMES:
+        if s.get(f"{name}_pct"):
+            out.append(f"| {labels[name]} | {s[f'{name}_pct']:.1f}% |")
     findings = a.filter(min_severity)
     out += ["", f"### Findings ({len(findings)})", ""]
     if not findings:
@@ -60,6 +59,22 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         for r in a.kernels.head(top).itertuples():
             out.append(
                 f"| `{_cell(short_kernel_name(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |"
+            )
+        out.append("")
+    perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
+    if len(perf):
+        device = (a.perf_summary.get("device") or {}).get("name") or "unknown device"
+        out += [
+            f"### Op performance vs {device}",
+            "",
+            "| op | shapes | calls | kernel time | TFLOP/s | TB/s | bound | % of roof |",
+            "|---|---|---:|---:|---:|---:|---|---:|",
+        ]
+        for r in perf.head(top).itertuples():
+            pct = "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}"
+            out.append(
+                f"| `{_cell(short(r.name, 40))}` | `{_cell(short(short_shapes(r.shapes), 40))}` | {r.count:,} | "
+                f"{fmt_ns(r.kernel_time_us * 1e3)} | {r.tflops_per_s:.3g} | {r.tb_per_s:.3g} | {r.bound or '-'} | {pct} |"
             )
         out.append("")
     if len(a.source_lines):

@@ -22,6 +22,7 @@ from neuron_explorer.analyzers.fields import describe
 
 TABLES = (
     "steps",
+    "attribution",
     "breakdown",
     "temporal",
     "idle",
@@ -31,6 +32,9 @@ TABLES = (
     "source_lines",
     "launches",
     "overlap",
+    "neuron_operators",
+    "op_perf",
+    "op_categories",
     "findings",
 )
 
@@ -43,6 +47,7 @@ def findings_frame(a: Analysis) -> pd.DataFrame:
             "title": f.title,
             "message": f.message,
             "cost_ns": int(f.cost_ns),
+            "category": f.category,
             "metrics": json.dumps(f.metrics),
             "threshold": json.dumps(f.threshold),
             "time_ranges": json.dumps(f.time_ranges),
@@ -59,6 +64,7 @@ def findings_frame(a: Analysis) -> pd.DataFrame:
         "title",
         "message",
         "cost_ns",
+        "category",
         "metrics",
         "threshold",
         "time_ranges",
@@ -110,6 +116,7 @@ def write_metrics(a: Analysis, out_dir: str | Path) -> Path:
             "step_stats": a.to_dict(max_rows=0)["step_stats"],
             "memory_summary": a.to_dict(max_rows=0)["memory_summary"],
             "launch_summary": a.to_dict(max_rows=0)["launch_summary"],
+            "perf_summary": a.to_dict(max_rows=0)["perf_summary"],
             "skipped": [{"rule_id": r, "reason": w} for r, w in a.skipped],
             "tables": [*TABLES, "fields"],
         }

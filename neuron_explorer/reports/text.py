@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import IO, Any
 
 from neuron_explorer.analyzers import Analysis
+from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
+from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, short, skipped_summary
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.reports.names import short_kernel_name
@@ -23,6 +25,7 @@ def render(
     """The analysis as text ``width`` columns wide (the terminal's by default); ``verbose``
     lists every rule that did not apply with its reason instead of one summary line."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(file=out, width=width, highlight=False, soft_wrap=False)
@@ -35,6 +38,10 @@ def render(
         f"devices {', '.join(s['devices']) or 'cpu only'}"
     )
     console.print(f"[bold]Verdict:[/bold] {s['verdict']}")
+    for w in s.get("profile_warnings") or []:
+        console.print(f"[yellow]The profile itself warns:[/yellow] {escape(str(w))}")
+    if any(d.get("metrics_only") for d in s.get("neuron") or []):
+        console.print("Metrics only: this Neuron export (summary-json) holds no events, so event-based rules skip.")
 
     if a.step_stats.get("num_steps"):
         st = a.step_stats
@@ -43,30 +50,14 @@ def render(
             f"cv {st['cv_pct']:.1f}%, warm-up {st['num_warmup']}, outliers {st['num_outliers']}"
         )
 
-    t = Table(title="Where the time went (per rank and device, all steps)", title_justify="left")
-    for col in ("rank", "device", "wall", "compute", "memcpy", "memset", "comm (exposed)", "host (exposed)", "idle"):
-        t.add_column(col, justify="right" if col not in ("device",) else "left")
-    bd = a.breakdown
-    if len(bd):
-        g = bd.groupby(["rank", "device", "device_type"], as_index=False)[
-            ["wall_ns", "compute_ns", "memcpy_ns", "memset_ns", "communication_ns", "host_exposed_ns", "idle_ns"]
-        ].sum()
-        for r in g.itertuples():
-            wall = r.wall_ns or 1
-            pct = [
-                f"{100 * v / wall:.1f}%"
-                for v in (r.compute_ns, r.memcpy_ns, r.memset_ns, r.communication_ns, r.host_exposed_ns, r.idle_ns)
-            ]
-            dev = f"{r.device_type}:{r.device}" if r.device >= 0 else "cpu (host only)"
-            t.add_row(str(r.rank), dev, fmt_ns(r.wall_ns), *pct)
-    console.print(t)
+    console.print(attribution_table(a))
 
     findings = a.filter(min_severity)
     console.print(f"\n[bold]Findings ({len(findings)}, most costly first)[/bold]")
     if not findings:
         console.print("No problems detected by the rules that ran.")
     for i, f in enumerate(findings, 1):
-        cost = f" (costs ~{fmt_ns(f.cost_ns)})" if f.cost_ns else ""
+        cost = f" (costs ~{fmt_ns(f.cost_ns)} of {f.category})" if f.cost_ns and f.category else ""
         console.print(
             f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{f.title}[/bold]{cost}  [dim]{f.rule_id}[/dim]"
         )
@@ -112,6 +103,43 @@ def render(
                 f"{r.kernel_count:,}",
             )
         console.print(t)
+
+    if len(a.neuron_operators):
+        t = Table(title="Operator Table: NeuronCore time by layer and HLO op", title_justify="left")
+        for col in ("layer", "HLO op", "instructions", "device", "%"):
+            t.add_column(col, justify="left" if col in ("layer", "HLO op") else "right")
+        for r in a.neuron_operators.head(top).itertuples():
+            t.add_row(
+                short(str(r.layer or "-"), 50),
+                short(str(r.hlo_name or "-"), 30),
+                f"{r.instructions:,}",
+                fmt_ns(r.device_ns),
+                f"{r.device_pct:.1f}",
+            )
+        console.print(t)
+    perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
+    if len(perf):
+        device = (a.perf_summary.get("device") or {}).get("name") or "unknown device"
+        t = Table(title=f"Op performance vs {device} (of {len(a.op_perf)} op groups)", title_justify="left")
+        for col in ("op", "shapes", "calls", "kernel time", "TFLOP/s", "TB/s", "bound", "% of roof"):
+            t.add_column(col, justify="left" if col in ("op", "shapes", "bound") else "right")
+        for r in perf.head(top).itertuples():
+            t.add_row(
+                short(r.name, 40),
+                short(short_shapes(r.shapes), 40),
+                f"{r.count:,}",
+                fmt_ns(r.kernel_time_us * 1e3),
+                f"{r.tflops_per_s:.3g}",
+                f"{r.tb_per_s:.3g}",
+                str(r.bound or "-"),
+                "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}",
+            )
+        console.print(t)
+        cats = ", ".join(
+            f"{c.category} {c.device_time_pct:.1f}% ({c.modelled_pct:.0f}% modelled)"
+            for c in a.op_categories.itertuples()
+        )
+        console.print(f"[dim]Device time by op category: {cats}[/dim]")
 
     if len(a.source_lines):
         function_level |= _source_lines_table(console, a, where, top)
@@ -159,3 +187,41 @@ def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -
         t.add_row(label, *(vals[i] for _, vals in numbers))
     console.print(t, crop=False)
     return any(where.is_function_level(f, n, p) for f, n, p in zip(rows["src_file"], rows["src_line"], precision))
+
+
+def attribution_table(a: Analysis) -> Any:
+    """The step-time attribution per rank and device, summed over steps: each category's share."""
+    from rich.table import Table
+
+    at = a.attribution
+    present = [c for c in CATEGORY_NAMES if len(at) and at[f"{c}_ns"].sum() > 0]
+    host_only = bool(len(at)) and bool((at["device"] < 0).all())
+    labels = HOST_ONLY_SHORT if host_only else SHORT_LABELS
+    t = Table(title="Where step time went (each instant once, by priority; docs/rules.md)", title_justify="left")
+    for col in ("rank", "device", "wall", *(labels[c] for c in present)):
+        t.add_column(col, justify="left" if col == "device" else "right")
+    if len(at):
+        g = at.groupby(["rank", "device", "device_type"], as_index=False)[
+            ["wall_ns", *(f"{c}_ns" for c in present)]
+        ].sum()
+        for r in g.itertuples():
+            wall = r.wall_ns or 1
+            dev = f"{r.device_type}:{r.device}" if r.device >= 0 else "cpu (host only)"
+            t.add_row(
+                str(r.rank), dev, fmt_ns(r.wall_ns), *(f"{100 * getattr(r, f'{c}_ns') / wall:.1f}%" for c in present)
+            )
+    return t
+
+
+SHORT_LABELS = {
+    "compute": "compute",
+    "communication": "comm",
+    "copy": "copy",
+    "host_blocked": "host blocked",
+    "device_wait": "dev wait",
+    "data_loading": "data",
+    "host_launch": "host launch",
+    "host_python": "python",
+    "untraced": "untraced",
+}
+HOST_ONLY_SHORT = {**SHORT_LABELS, "compute": "ops"}

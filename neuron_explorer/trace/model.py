@@ -16,9 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from neuron_explorer.trace import validate
 from neuron_explorer.trace.arrow import string_array
 from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.errors import SchemaVersionError, TraceFormatError, TraceNotFoundError
+from neuron_explorer.trace.repairs import Repairs
 from neuron_explorer.trace.schema import (
     COLUMN_NAMES,
     DEVICE_KINDS,
@@ -199,7 +201,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         schema = pq.read_schema(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, OSError) as exc:
         raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
     return _check_metadata(schema, path)
 
@@ -210,8 +212,10 @@ def _check_metadata(schema: pa.Schema, path: Path) -> dict[str, Any]:
         raise TraceFormatError("a Parquet file, but not a Neuron Explorer trace (no trace metadata)", path)
     try:
         metadata = json.loads(raw)
+        if not isinstance(metadata, dict):
+            raise TypeError("metadata is not a JSON object")
         major, _, _ = parse_version(metadata["schema_version"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise TraceFormatError("trace metadata is corrupt (no valid schema_version)", path) from None
     if major > SCHEMA_MAJOR:
         raise SchemaVersionError(
@@ -226,23 +230,30 @@ def _check_metadata(schema: pa.Schema, path: Path) -> dict[str, Any]:
 
 
 def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dict[str, Any]]:
+    """One file's table (validated against the schema: ``trace.validate``) and metadata."""
     # One open of the file for footer and data, through ParquetFile: pq.read_table goes
     # through pyarrow.dataset, whose import pulls in pandas (~0.3 s of CPU, 40 MB) for nothing.
     try:
         pf = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as exc:
+        schema = pf.schema_arrow
+    except (pa.ArrowException, OSError) as exc:
         raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
+    wanted = list(COLUMN_NAMES) if columns is None else [c for c in columns if c in COLUMN_NAMES]
     with pf:
-        metadata = _check_metadata(pf.schema_arrow, path)
+        metadata = _check_metadata(schema, path)
+        present = set(schema.names)
         try:
-            wanted = [c for c in columns if c in COLUMN_NAMES] if columns is not None else None
-            if wanted is not None:
-                wanted = [c for c in wanted if c in pf.schema_arrow.names]
-            table = pf.read(columns=wanted)
-        except (pa.ArrowInvalid, OSError) as exc:
+            table = pf.read(columns=[c for c in wanted if c in present])
+        except (pa.ArrowException, OSError) as exc:
             raise TraceFormatError(f"Parquet data is corrupt or truncated ({_short(exc)})", path) from None
-    if columns is None:
-        table = conform(table.replace_schema_metadata(None))
+    if table.num_rows == 0:
+        raise TraceFormatError("the trace holds no events", path)
+    repairs = Repairs()
+    metadata = validate.check_metadata(metadata, path, repairs)
+    table = validate.check_columns(table, wanted, metadata["rank"], path, repairs)
+    table = validate.check_values(table, path, repairs)
+    repairs.record(metadata)
+    repairs.warn(path, stacklevel=4)
     return table, metadata
 
 

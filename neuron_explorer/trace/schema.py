@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 SCHEMA_MAJOR = int(SCHEMA_VERSION.split(".")[0])
 
 #: Parquet footer key holding the JSON trace metadata.
@@ -229,6 +229,12 @@ COLUMNS: tuple[Column, ...] = (
         "Collective operation name (allreduce, all_gather, ...), from NCCL/record_param_comms args.",
     ),
     Column("group_size", _I32, "ranks", "Size of the process group of a collective."),
+    Column(
+        "hlo_name",
+        _DSTR,
+        "",
+        "Compiler (HLO) instruction a device event implements, e.g. 'dot.7' (Neuron instructions); null elsewhere. Added in 1.1.0.",
+    ),
     Column(
         "args", _STR, "json", "Every argument the profiler recorded, as lossless JSON text exactly as in the source."
     ),

@@ -22,6 +22,25 @@ _COLUMNS = [
 ]  # fmt: skip
 
 
+def _union_per_device(dev: Any) -> dict[tuple[Any, Any], int]:
+    """Time during which at least one event ran on each (rank, device): the union over its
+    streams (overlapping streams count once), by a sort and a running maximum of end times."""
+    if not len(dev):
+        return {}
+    d = dev[["rank", "device", "start_ns", "dur_ns"]].sort_values(["rank", "device", "start_ns"], kind="stable")
+    end = (d["start_ns"] + d["dur_ns"].clip(lower=0)).to_numpy()
+    keys = [d["rank"].to_numpy(), d["device"].to_numpy()]
+    import pandas as pd
+
+    run_max = pd.Series(end).groupby(keys).cummax().to_numpy()
+    prev = pd.Series(run_max).groupby(keys).shift(1).to_numpy(dtype="float64")
+    start = d["start_ns"].to_numpy()
+    contrib = np.where(np.isnan(prev), end - start, end - np.maximum(start, np.nan_to_num(prev, nan=0)))
+    contrib = np.maximum(contrib, 0)
+    sums = pd.Series(contrib).groupby(keys).sum()
+    return {(r, dv): int(v) for (r, dv), v in sums.items()}
+
+
 def describe(trace: Trace) -> dict[str, Any]:
     """A JSON-able description of the trace (see ``neuron-explorer info``)."""
     df = trace.to_pandas(columns=[c for c in _COLUMNS if c in trace.events.column_names])
@@ -33,9 +52,11 @@ def describe(trace: Trace) -> dict[str, Any]:
     dev = df[df["kind"].isin(DEVICE_KINDS)]
     devices = (
         dev.groupby(["rank", "device_type", "device"], observed=True)
-        .agg(events=("kind", "size"), streams=("stream", "nunique"), busy_ns=("dur_ns", "sum"))
+        .agg(events=("kind", "size"), streams=("stream", "nunique"), stream_busy_sum_ns=("dur_ns", "sum"))
         .reset_index()
     )
+    busy = _union_per_device(dev)
+    devices["busy_ns"] = [int(busy.get((r, d), 0)) for r, d in zip(devices["rank"], devices["device"])]
     streams = (
         dev.groupby(["rank", "device_type", "device", "stream"], observed=True)
         .agg(events=("kind", "size"), busy_ns=("dur_ns", "sum"))
@@ -82,6 +103,8 @@ def describe(trace: Trace) -> dict[str, Any]:
             if isinstance(p, dict)
         ],
         "distributed_info": _short_dist(trace.metadata.get("distributed_info")),
+        "dropped_events": int(trace.metadata.get("dropped_events") or 0),
+        "repairs": [r for r in trace.metadata.get("repairs") or [] if isinstance(r, dict)],
     }
 
 

@@ -26,6 +26,7 @@ from neuron_explorer.tui.snapshots import Overview
 from neuron_explorer.tui.views.explore import KernelsPane, OpsPane
 from neuron_explorer.tui.views.findings import FindingsPane
 from neuron_explorer.tui.views.overview import OverviewPane
+from neuron_explorer.tui.views.perf import PerfScreen
 from neuron_explorer.tui.views.source import SourceFileScreen, SourcePane
 from neuron_explorer.tui.views.timeline import TimelinePane
 
@@ -80,6 +81,7 @@ class ExplorerApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
+        Binding("p", "perf", "Roofline", show=False),
         # A priority binding runs before the key is forwarded to the focused widget, so keys
         # typed right after "/" already go to the filter it focuses.
         Binding("slash", "search", "Search", priority=True),
@@ -224,9 +226,25 @@ class ExplorerApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def action_perf(self) -> None:
+        """The Roofline view over the current one (op groups vs the device's peaks)."""
+        if isinstance(self.focused, Input):  # "p" typed in a filter is text
+            self.focused.insert_text_at_cursor("p")
+            return
+        if isinstance(self.screen, PerfScreen) or self.screen is not self.screen_stack[0]:
+            return
+        analysis = self.source.analysis_ready
+        if analysis is None:
+            self.notify("the analysis is still running; the roofline opens once it is done")
+            return
+        self.push_screen(PerfScreen(analysis))
+
     def action_search(self) -> None:
         if isinstance(self.focused, Input):  # "/" typed in a filter or the search box is text
             self.focused.insert_text_at_cursor("/")
+            return
+        if isinstance(self.screen, PerfScreen):
+            self.screen.action_filter()
             return
         if self.screen is not self.screen_stack[0]:
             return

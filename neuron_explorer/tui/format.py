@@ -57,6 +57,8 @@ def fmt_value(column: Column, value: Any, width: int | None = None, root: str | 
         return f"{float(value):.1f}%"
     if column.unit == "count" and isinstance(value, (int, float)):
         return f"{int(value):,}"
+    if column.unit == "float" and isinstance(value, (int, float)):
+        return f"{float(value):.3g}"
     return str(value)
 
 

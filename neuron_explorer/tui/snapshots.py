@@ -19,10 +19,10 @@ class Column:
 
     key: str
     label: str
-    # "ns" (duration), "bytes", "%", "" (plain), "count", "kernel" (a name, shown demangled),
-    # "path" (a source file) or "loc" (a
-    # source location: (file, line, func, precision)); paths and locations are shown the one
-    # way every output shows them (reports.location), fitted to the column
+    # "ns" (duration), "bytes", "%", "" (plain), "count", "float" (3 significant digits),
+    # "kernel" (a name, shown demangled), "path" (a source file) or "loc" (a source location:
+    # (file, line, func, precision)); paths and locations are shown the one way every output
+    # shows them (reports.location), fitted to the column
     unit: str = ""
     width: int | None = None
     drop: int = 0  # on a narrow terminal, columns with drop > 0 are left out, highest first

@@ -28,14 +28,14 @@ def test_analyze_text_shows_verdict_findings_and_fixes():
     assert r.returncode == 0, r.stderr
     assert "Verdict:" in r.stdout
     assert "device_idle" in r.stdout and "Fix:" in r.stdout
-    assert "Where the time went" in r.stdout
+    assert "Where step time went" in r.stdout
 
 
 def test_analyze_json_is_the_documented_document():
     r = cli("analyze", ALEXNET, "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema_version"] == "1.0.0"
+    assert doc["schema_version"] == "2.0.0"
     ids = [f["rule_id"] for f in doc["findings"]]
     assert "device_idle" in ids
     assert all(s["reason"].startswith("skipped: needs") for s in doc["skipped"])

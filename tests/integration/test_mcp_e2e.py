@@ -20,7 +20,7 @@ from tests.integration.mcp_client import McpServer
 pytestmark = pytest.mark.slow  # a server subprocess per trace
 
 H100 = KINETO / "tracelens" / "qwen_h100.json.gz"
-MI300 = KINETO / "tracelens" / "qwen_mi300x.json.gz"
+MI300 = KINETO / "tracelens" / "qwen_mi300.json.gz"
 
 
 def ask_which_line_costs_most_device_time(server: McpServer) -> dict:

@@ -25,7 +25,7 @@ CPU_TRACE = KINETO / "local" / "cpu_mlp_step4.json"
 GPU, CPU = "vllm_cuda_graph_execution", "cpu_mlp_step4"
 TOOLS = {
     "list_traces", "trace_summary", "findings", "top_kernels", "top_ops", "top_source_lines",
-    "step_breakdown", "source_context", "schema", "sql",
+    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf",
 }  # fmt: skip
 
 
@@ -117,12 +117,13 @@ def test_top_kernels_ops_and_source_lines_honour_their_limits(server: McpServer,
     assert lines["rows"][0]["device_ns"] == int(gpu_analysis.source_lines["device_ns"].max())
 
 
-def test_step_breakdown_parts_sum_to_wall_time(server: McpServer) -> None:
+def test_step_breakdown_categories_sum_to_wall_time(server: McpServer) -> None:
     answer = server.data("step_breakdown", {"trace": CPU})
 
-    assert answer["steps_total"] >= 1 and answer["breakdown"]
-    parts = ("compute_ns", "communication_ns", "memcpy_ns", "memset_ns", "host_exposed_ns", "idle_ns")
-    for row in answer["breakdown"]:
+    assert answer["steps_total"] >= 1 and answer["attribution"]
+    parts = [f"{c}_ns" for c in answer["categories"]]
+    assert len(parts) == 9
+    for row in answer["attribution"]:
         assert sum(row[p] for p in parts) == row["wall_ns"]
 
 

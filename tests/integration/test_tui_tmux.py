@@ -87,7 +87,7 @@ def test_tui_in_a_terminal_navigates_filters_opens_a_file_and_quits(trace_dir: P
     term = Tmux(cli("tui", "tiny.parquet"), cwd=trace_dir)
     sessions.append(term)
     term.wait_for("Top findings")
-    term.wait_for("Mostly compute-bound")  # the analysis worker finished and filled the overview
+    term.wait_for("Mostly device computing")  # the analysis worker finished and filled the overview
 
     term.keys("3")
     term.wait_for("aten::addmm")

@@ -205,5 +205,5 @@ def test_a_run_directory_is_served_as_one_trace_with_every_rank(tmp_path: Path) 
     served = TraceCatalog.open([tmp_path / "run"]).get(None)
 
     assert served.name == "run" and served.trace.ranks == [0, 1]
-    assert views.step_breakdown(served, rank=1)["breakdown"]
-    assert {r["rank"] for r in views.step_breakdown(served)["breakdown"]} == {0, 1}
+    assert views.step_breakdown(served, rank=1)["attribution"]
+    assert {r["rank"] for r in views.step_breakdown(served)["attribution"]} == {0, 1}

@@ -163,6 +163,7 @@ def test_json_document_is_strict_json_with_the_documented_keys(name):
         "rules_run",
         "memory_summary",
         "launch_summary",
+        "perf_summary",
         "tables",
     }
     for f in doc["findings"]:

@@ -23,7 +23,15 @@ def _chunked_args(n: int) -> pa.ChunkedArray:
 def _traces(n: int) -> tuple[DeferredTrace, pa.Table]:
     order = np.random.default_rng(1).permutation(n)
     args = _chunked_args(n)
-    full = conform(pa.table({"event_id": pa.array(np.arange(n)), "args": args.take(pa.array(order))}))
+    columns = {
+        "event_id": pa.array(np.arange(n)),
+        "kind": pa.array(["cpu_op"] * n),
+        "name": pa.array([f"op{i % 3}" for i in range(n)]),
+        "start_ns": pa.array(np.arange(n, dtype=np.int64) * 1000),
+        "dur_ns": pa.array(np.full(n, 500, np.int64)),
+        "args": args.take(pa.array(order)),
+    }
+    full = conform(pa.table(columns))
     partial = full.drop_columns(["args"])
     return DeferredTrace(partial, {"args": args}, order, {"rank": 0}), full
 

@@ -73,12 +73,12 @@ def _trace_with_lines(tmp_path) -> Trace:
     for s in range(3):
         t0 = s * 10_000_000
         rows += [
-            dict(event_id=10 * s, kind="step", name=f"ProfilerStep#{s}", start_ns=t0, dur_ns=9_000_000, step=s),
-            dict(event_id=10 * s + 1, kind="cpu_op", name="aten::mm", start_ns=t0 + 10, dur_ns=4_000_000, step=s,
-                 parent_id=10 * s, src_file=f"{DEEP}/model.py", src_line=40, src_func="forward",
+            dict(event_id=3 * s, kind="step", name=f"ProfilerStep#{s}", start_ns=t0, dur_ns=9_000_000, step=s),
+            dict(event_id=3 * s + 1, kind="cpu_op", name="aten::mm", start_ns=t0 + 10, dur_ns=4_000_000, step=s,
+                 parent_id=3 * s, src_file=f"{DEEP}/model.py", src_line=40, src_func="forward",
                  src_precision="line"),
-            dict(event_id=10 * s + 2, kind="cpu_op", name="aten::add", start_ns=t0 + 5_000_000, dur_ns=3_000_000,
-                 step=s, parent_id=10 * s, src_file=f"{DEEP}/data/collate_and_pad_the_batches.py", src_line=5,
+            dict(event_id=3 * s + 2, kind="cpu_op", name="aten::add", start_ns=t0 + 5_000_000, dur_ns=3_000_000,
+                 step=s, parent_id=3 * s, src_file=f"{DEEP}/data/collate_and_pad_the_batches.py", src_line=5,
                  src_func="collate", src_precision="function"),
         ]  # fmt: skip
     df = pd.DataFrame(rows).assign(rank=0, tid=1, device_type="cpu")
@@ -107,8 +107,8 @@ def test_skipped_rules_fold_into_one_summary_and_verbose_lists_them(tmp_path) ->
     a = analyze(_trace_with_lines(tmp_path))
     assert len(a.skipped) > 3
     short, full = io.StringIO(), io.StringIO()
-    render_text(a, short, width=400)
-    render_text(a, full, width=400, verbose=True)
+    render_text(a, short, width=2000)
+    render_text(a, full, width=2000, verbose=True)
     summary = [ln for ln in short.getvalue().splitlines() if "did not apply" in ln]
     assert len(summary) == 1 and summary[0].startswith(f"{len(a.skipped)} rules did not apply")
     assert summary[0].rstrip().endswith("--verbose lists them")

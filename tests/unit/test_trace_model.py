@@ -12,7 +12,7 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.trace import SchemaVersionError, TraceFormatError, TraceNotFoundError
-from neuron_explorer.trace.schema import COLUMNS, EVENTS_SCHEMA, METADATA_KEY
+from neuron_explorer.trace.schema import COLUMNS, EVENTS_SCHEMA, METADATA_KEY, SCHEMA_VERSION
 from tests.conftest import KINETO, REPO
 
 SMALL = KINETO / "local" / "example_cpu_small.json"
@@ -27,7 +27,7 @@ def test_written_trace_reads_back_identical_with_metadata(small_trace: ne.Trace,
     path = small_trace.write(tmp_path / "t.parquet")
     back = ne.load(path)
     assert back.events.equals(small_trace.events)
-    assert back.metadata["schema_version"] == "1.0.0"
+    assert back.metadata["schema_version"] == SCHEMA_VERSION
     assert back.metadata["source_file"].endswith("example_cpu_small.json")
     assert back.events.schema == EVENTS_SCHEMA
 

@@ -22,7 +22,7 @@ from neuron_explorer.tui.views.findings import FindingsPane
 from neuron_explorer.tui.views.source import SourceFileScreen
 from neuron_explorer.tui.widgets import SnapshotTable, SortChooser
 
-from .tui_trace import SOURCE_DIR, tiny_trace
+from .tui_trace import SOURCE_DIR, TINY_THRESHOLDS, tiny_trace
 
 SIZE = (120, 40)
 
@@ -30,7 +30,7 @@ SIZE = (120, 40)
 @functools.cache
 def tiny_analysis() -> Analysis:
     """The real analysis of the tiny trace, computed once for the whole module (it is pure)."""
-    return analyze(tiny_trace())
+    return analyze(tiny_trace(), thresholds=TINY_THRESHOLDS)
 
 
 def make_app(**kw) -> ExplorerApp:
@@ -65,8 +65,8 @@ async def test_overview_shows_trace_facts_breakdown_and_top_findings() -> None:
         assert "2 steps · mean 10 ms" in text
         assert "cuda:0" in text
         assert "compute 60%" in text  # the analysis' breakdown legend
-        assert "Mostly compute-bound" in text  # the verdict
-        assert "Python outside framework ops" in text  # the top finding
+        assert "Mostly device computing" in text  # the verdict
+        assert "Device busy only 72%" in text  # the top finding
         assert app.first_paint_s is not None
 
 

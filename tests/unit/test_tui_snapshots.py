@@ -21,7 +21,7 @@ from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.tui.app import ExplorerApp
 from neuron_explorer.tui.data import TraceSource
 
-from .tui_trace import SOURCE_DIR, tiny_trace
+from .tui_trace import SOURCE_DIR, TINY_THRESHOLDS, tiny_trace
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "tui"
 UPDATE = os.environ.get("NE_UPDATE_SNAPSHOTS") == "1"
@@ -30,7 +30,7 @@ SIZE = (120, 40)
 
 @functools.cache
 def tiny_analysis() -> Analysis:
-    return analyze(tiny_trace())
+    return analyze(tiny_trace(), thresholds=TINY_THRESHOLDS)
 
 
 def recorded_textual_version() -> str:

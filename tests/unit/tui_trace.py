@@ -17,6 +17,8 @@ from neuron_explorer.trace.model import Trace, conform
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "data" / "tui"
 BASE_NS = 1_700_000_000_000_000_000
 MS = 1_000_000
+#: thresholds under which the tiny trace (72% busy, 15% of host-bound time) yields two findings
+TINY_THRESHOLDS = {"host_bound.max_pct": 10.0, "device_idle.min_busy_pct": 80.0}
 
 
 def _events() -> list[dict[str, Any]]:

@@ -109,3 +109,63 @@ def ranges(df: pd.DataFrame, n: int = 5, by: str = "dur_ns") -> tuple[list[list[
 
 def ms(ns: float) -> str:
     return f"{ns / 1e6:.1f} ms" if abs(ns) >= 1e5 else f"{ns / 1e3:.1f} us"
+
+
+def category_ns(a: Analysis, category: str) -> int:
+    """Total ns of one step-time attribution category (analyzers/attribution.py)."""
+    at = a.attribution
+    return int(at[f"{category}_ns"].sum()) if len(at) else 0
+
+
+def attributed_wall_ns(a: Analysis, device_only: bool = False) -> int:
+    """Wall time the attribution splits: the step windows, once per device of their rank."""
+    at = a.attribution
+    if device_only:
+        at = at[at["device"] >= 0]
+    return int(at["wall_ns"].sum()) if len(at) else 0
+
+
+def threshold_of(ctx: Any, rule_id: str, name: str) -> float:
+    """Another rule's threshold as this run sets it (override, else its default)."""
+    from neuron_explorer.analyzers.rules.registry import RULES
+
+    key = f"{rule_id}.{name}"
+    return float(ctx.overrides.get(key, RULES[rule_id].thresholds[name][0]))
+
+
+def calls_in_steps(ctx: Any, calls: pd.DataFrame) -> np.ndarray:
+    """Per row of ``calls``: True when it starts inside a step window of its rank."""
+    from neuron_explorer.analyzers.intervals import clip_to_windows
+
+    w = ctx.frames.step_windows
+    s = calls["start_ns"].to_numpy()
+    rows, _, _, _ = clip_to_windows(
+        calls["rank"].to_numpy(), s, s + 1, w["rank"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+    )
+    inside = np.zeros(len(calls), bool)
+    inside[rows] = True
+    return inside
+
+
+def issuing_ops(ctx: Any, calls: pd.DataFrame) -> pd.DataFrame:
+    """The framework op that issued each call (its ``op_id``), with the op's name and source
+    line (a call without a line of its own inherits its op's): name, src_file, src_line, src_func."""
+    host = ctx.frames.host
+    ops = host[host["kind"] == "cpu_op"].drop_duplicates(["rank", "event_id"]).set_index(["rank", "event_id"])
+    key = pd.MultiIndex.from_arrays([calls["rank"].to_numpy(), calls["op_id"].to_numpy()])
+    op = ops.reindex(key)
+    own = calls["src_file"].astype(object).to_numpy()
+    return pd.DataFrame(
+        {
+            "name": op["name"].astype(object).to_numpy(),
+            "src_file": np.where(pd.isna(op["src_file"].astype(object).to_numpy()), own, op["src_file"].astype(object)),
+            "src_line": np.where(
+                op["src_line"].isna().to_numpy(), calls["src_line"].to_numpy(), op["src_line"].fillna(-1)
+            ),
+            "src_func": np.where(
+                pd.isna(op["src_func"].astype(object).to_numpy()),
+                calls["src_func"].astype(object),
+                op["src_func"].astype(object),
+            ),
+        }
+    )

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.kernels import uses_tensor_cores
-from neuron_explorer.analyzers.rules._evidence import lines_from, ms
+from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms
+from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
 
@@ -26,17 +28,25 @@ def _need_device(ctx: RuleContext) -> pd.DataFrame:
 )
 def device_idle(ctx: RuleContext) -> list[Finding]:
     """The device did work for less than ``min_busy_pct`` of the step time (TensorBoard plugin's
-    GPU-utilization rule); evidence: the largest idle gaps and the kernels that ended them."""
+    GPU-utilization rule). The message splits the idle time by attribution category; the cost
+    is the ``untraced`` part only (the other categories are billed by the rules that explain
+    them: host_bound, sync_in_loop, dataloader_stall, ...). Evidence: the largest idle gaps."""
     dev = _need_device(ctx)
-    bd = ctx.analysis.breakdown
-    bd = bd[bd["device"] >= 0]
-    wall = float(bd["wall_ns"].sum())
+    at = ctx.analysis.attribution
+    at = at[at["device"] >= 0]
+    wall = float(at["wall_ns"].sum())
     if wall <= 0:
         raise RuleSkipped("skipped: needs step or trace time windows with device work")
-    busy = float(bd[["compute_ns", "memcpy_ns", "memset_ns", "communication_ns"]].sum().sum())
+    busy = float(at[["compute_ns", "communication_ns", "copy_ns"]].sum().sum())
     busy_pct = 100.0 * busy / wall
     if busy_pct >= ctx.threshold("min_busy_pct"):
         return []
+    idle_parts = {c: float(at[f"{c}_ns"].sum()) for c in CATEGORY_NAMES[3:]}
+    split = ", ".join(
+        f"{CATEGORY_LABELS[c]} {100.0 * v / wall:.0f}%"
+        for c, v in sorted(idle_parts.items(), key=lambda kv: -kv[1])
+        if v
+    )
     # largest gaps between consecutive device work (over the union of all streams of a device)
     d = dev.sort_values(["rank", "device", "start_ns"], kind="stable")
     end = (d["start_ns"] + d["dur_ns"]).to_numpy()
@@ -50,30 +60,35 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
     top = np.argsort(-gap)[:5]
     top = top[gap[top] > 0]
     after = d.iloc[top]
-    idle_ns = float(bd["idle_ns"].sum() + bd["host_exposed_ns"].sum())
+    untraced = idle_parts["untraced"]
     return [
         ctx.finding(
             severity="error" if busy_pct < ctx.threshold("error_busy_pct") else "warning",
             title=f"Device busy only {busy_pct:.0f}% of step time",
             message=(
-                f"The device ran work {busy_pct:.1f}% of the time; {ms(idle_ns)} it waited on the host or idled "
-                f"(host-exposed {ms(bd['host_exposed_ns'].sum())}, idle {ms(bd['idle_ns'].sum())}). "
+                f"The device ran work {busy_pct:.1f}% of the step time. The rest: {split or 'n/a'}. "
                 f"Largest gap: {ms(gap[top[0]]) if len(top) else 'n/a'}."
+                + (
+                    f" {ms(untraced)} of it the host ran nothing the profiler recorded (record with "
+                    "with_stack=True to see the Python)."
+                    if untraced
+                    else ""
+                )
             ),
             metrics={
                 "busy_pct": metric(busy_pct, "%"),
-                "idle_ns": metric(int(bd["idle_ns"].sum()), "ns"),
-                "host_exposed_ns": metric(int(bd["host_exposed_ns"].sum()), "ns"),
+                **{f"{c}_ns": metric(int(v), "ns") for c, v in idle_parts.items()},
                 "largest_gap_ns": metric(int(gap[top[0]]) if len(top) else 0, "ns"),
             },
-            cost_ns=int(idle_ns),
+            cost_ns=int(untraced),
+            category="untraced",
             time_ranges=[[int(prev[i]), int(d["start_ns"].to_numpy()[i])] for i in top],
             event_ids=[int(x) for x in after["event_id"]],
             source_lines=lines_from(after, "dur_ns"),
             recommendation=(
-                "Keep the device fed: increase the batch size, move input preparation off the "
-                "training thread (DataLoader workers, pin_memory, non_blocking copies), remove "
-                "host syncs, and use CUDA graphs / torch.compile to cut per-kernel launch cost."
+                "Keep the device fed: fix the largest idle category first (the findings below name it), "
+                "increase the batch size, move input preparation off the training thread (DataLoader workers, "
+                "pin_memory=True, non_blocking=True copies), remove host syncs from the step."
             ),
         )
     ]
@@ -86,30 +101,26 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
     thresholds={
         "short_kernel_ns": (10_000, "ns"),
         "min_short_pct": (50.0, "%"),
-        "min_host_wait_pct": (50.0, "% of idle"),
         "min_idle_pct": (10.0, "%"),
     },
 )
 def launch_bound(ctx: RuleContext) -> list[Finding]:
-    """Most kernels run under ``short_kernel_ns`` and most device idle time is host wait: the
-    host cannot launch kernels as fast as the device finishes them."""
+    """Most kernels run under ``short_kernel_ns`` and the device is starved while the host
+    launches (the ``host_launch`` category) for at least ``min_idle_pct`` of step time: the host
+    cannot launch kernels as fast as the device finishes them. Time spent in data loading,
+    Python or blocking calls is not launch overhead and is not counted."""
     _need_device(ctx)
     ev = ctx.frames.launch_events
     if not len(ev):
         raise RuleSkipped("skipped: needs runtime launch events linked to kernels")
     short = ev["dur_ns"] < ctx.threshold("short_kernel_ns")
     short_pct = 100.0 * float(short.mean())
-    idle = ctx.analysis.idle
-    idle_ns = float(idle["idle_ns"].sum())
-    host_wait_pct = 100.0 * float(idle["host_wait_ns"].sum()) / idle_ns if idle_ns else 0.0
-    tb = ctx.analysis.temporal
-    idle_pct = (
-        100.0 * float(tb["idle_ns"].sum()) / float(tb["span_ns"].sum()) if len(tb) and tb["span_ns"].sum() else 0.0
-    )
+    starved = category_ns(ctx.analysis, "host_launch")
+    starved_pct = 100.0 * starved / (attributed_wall_ns(ctx.analysis, device_only=True) or 1)
     if (
         short_pct < ctx.threshold("min_short_pct")
-        or host_wait_pct < ctx.threshold("min_host_wait_pct")
-        or idle_pct < ctx.threshold("min_idle_pct")
+        or starved_pct < ctx.threshold("min_idle_pct")
+        or not launch_bound_explains(ctx)
     ):
         return []
     small = ev[short.to_numpy()]
@@ -125,22 +136,24 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
             title=f"Launch-bound: {short_pct:.0f}% of kernels are shorter than {ms(ctx.threshold('short_kernel_ns'))}",
             message=(
                 f"{len(small)} of {len(ev)} kernels are short (mean {ms(small['dur_ns'].mean())}, launch call "
-                f"{ms(small['launch_dur_ns'].mean())}); {host_wait_pct:.0f}% of the device's idle time is spent "
-                f"waiting for the host to launch the next kernel."
+                f"{ms(small['launch_dur_ns'].mean())}); the device sat with nothing queued while the host launched "
+                f"for {ms(starved)} ({starved_pct:.0f}% of step time)."
             ),
             metrics={
                 "short_kernel_pct": metric(short_pct, "%"),
-                "host_wait_pct_of_idle": metric(host_wait_pct, "%"),
-                "idle_pct": metric(idle_pct, "%"),
+                "host_launch_pct": metric(starved_pct, "%"),
+                "host_launch_ns": metric(int(starved), "ns"),
                 "short_kernels": metric(len(small), "kernels"),
                 "mean_launch_ns": metric(float(small["launch_dur_ns"].mean()), "ns"),
             },
-            cost_ns=int(float(tb["idle_ns"].sum()) * host_wait_pct / 100.0),
+            cost_ns=int(starved),
+            category="host_launch",
             event_ids=[int(x) for x in small.nsmallest(5, "start_ns")["event_id"]],
             source_lines=lines_from(src, "one"),
             recommendation=(
-                "Fuse small kernels: torch.compile (mode='reduce-overhead' adds CUDA graphs), "
-                "foreach/fused optimizers, larger batches; avoid Python loops issuing one tiny op per element."
+                "Fuse small kernels: torch.compile(model) (on CUDA, mode='reduce-overhead' adds CUDA graphs), "
+                "foreach/fused optimizers (torch.optim.AdamW(params, fused=True)), larger batches; avoid Python "
+                "loops issuing one tiny op per element."
             ),
         )
     ]

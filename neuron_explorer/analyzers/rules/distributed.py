@@ -19,9 +19,9 @@ def exposed_comm(ctx: RuleContext) -> list[Finding]:
     cat = ctx.frames.device_category
     if not (cat == "communication").any():
         raise RuleSkipped("skipped: needs communication kernels (NCCL/RCCL collectives)")
-    bd = ctx.analysis.breakdown
-    wall = float(bd["wall_ns"].sum()) or 1.0
-    exposed = float(bd["communication_ns"].sum())
+    at = ctx.analysis.attribution
+    wall = float(at["wall_ns"].sum()) or 1.0
+    exposed = float(at["communication_ns"].sum())
     pct = 100.0 * exposed / wall
     if pct < ctx.threshold("max_pct"):
         return []
@@ -44,6 +44,7 @@ def exposed_comm(ctx: RuleContext) -> list[Finding]:
                 "overlap_pct": metric(overlap_pct, "%"),
             },
             cost_ns=int(exposed),
+            category="communication",
             time_ranges=tr,
             event_ids=ids,
             source_lines=lines_from(comm, "dur_ns"),

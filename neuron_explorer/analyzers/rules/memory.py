@@ -7,9 +7,18 @@ import re
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import name_mask
+from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.rules._evidence import lines_from, ms, num_steps, ranges, top_source_lines, wall_ns
+from neuron_explorer.analyzers.rules._evidence import (
+    attributed_wall_ns,
+    calls_in_steps,
+    issuing_ops,
+    lines_from,
+    ms,
+    num_steps,
+    ranges,
+    top_source_lines,
+)
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind
 
@@ -28,43 +37,57 @@ def _memcpys(ctx: RuleContext) -> pd.DataFrame:
     "sync_memcpy", family="memory", title="Synchronous or pageable memcpy", thresholds={"min_pct": (0.5, "% of wall")}
 )
 def sync_memcpy(ctx: RuleContext) -> list[Finding]:
-    """Copies issued with a blocking runtime call (``cudaMemcpy``) or from pageable host memory
-    (which makes an async copy synchronous: Nsight's cuda_memcpy_async / cuda_memcpy_sync)."""
+    """Copies that block the host: a blocking runtime call (``cudaMemcpy``, ``hipMemcpyWithStream``)
+    or an async copy from/to pageable host memory, which the driver makes synchronous (Nsight's
+    cuda_memcpy_async / cuda_memcpy_sync). Cost: the ``host_blocked`` time under those calls
+    (the device running nothing meanwhile), inside steps; the op and user line of each copy."""
     m = _memcpys(ctx)
+    calls = blocking_calls(ctx.frames)
+    copies = calls[calls["reason"] == "copy"]
     pageable = m["memcpy_kind"].astype(str).str.contains("Pageable", case=False).to_numpy()
-    rt = ctx.frames.host_of(Kind.RUNTIME)
-    sync_launch = rt[name_mask(rt["name"], _SYNC_COPY)]
-    launched_sync = pd.MultiIndex.from_arrays([m["rank"].to_numpy(), m["launch_id"].to_numpy()]).isin(
-        pd.MultiIndex.from_arrays([sync_launch["rank"].to_numpy(), sync_launch["event_id"].to_numpy()])
-    )
-    bad = m[pageable | launched_sync]
-    wall = wall_ns(ctx.analysis) or 1
-    host_blocked = float(sync_launch["dur_ns"].sum())
-    cost = max(host_blocked, float(bad["dur_ns"].sum()))
-    pct = 100.0 * cost / wall
-    if not len(bad) or pct < ctx.threshold("min_pct"):
+    if not len(copies):
         return []
-    tr, ids = ranges(bad)
+    blocked = blocked_by_copies_ns(ctx.frames)
+    wall = attributed_wall_ns(ctx.analysis) or 1
+    pct = 100.0 * blocked / wall
+    if pct < ctx.threshold("min_pct"):
+        return []
+    inside = calls_in_steps(ctx, copies)
+    loop = copies[inside] if inside.any() else copies
+    ops = issuing_ops(ctx, loop).assign(dur_ns=loop["dur_ns"].to_numpy())
+    top_ops = ops["name"].dropna().astype(str).value_counts().head(3).index.tolist()
+    kinds = m.loc[pageable, "memcpy_kind"].astype(str).value_counts().head(2).index.tolist()
+    tr, ids = ranges(loop)
     return [
         ctx.finding(
-            title=f"{len(bad)} synchronous or pageable copies ({pct:.1f}% of wall time)",
+            title=f"{len(loop)} blocking copies hold the host {pct:.1f}% of step time",
             message=(
-                f"{int(pageable.sum())} copies used pageable host memory and {int(launched_sync.sum())} were issued "
-                f"by a blocking runtime call; the host waited {ms(host_blocked)}."
+                f"{len(copies)} copy calls blocked the host for {ms(loop['dur_ns'].sum())} in steps, {ms(blocked)} of it "
+                f"with the device running nothing"
+                + (
+                    f"; {int(pageable.sum())} copies touched pageable memory ({', '.join(kinds)})"
+                    if pageable.any()
+                    else ""
+                )
+                + (f"; issued by {', '.join(top_ops)}" if top_ops else "")
+                + "."
             ),
             metrics={
-                "copies": metric(len(bad), "copies"),
+                "copies": metric(len(loop), "copies"),
                 "pageable": metric(int(pageable.sum()), "copies"),
-                "blocking": metric(int(launched_sync.sum()), "copies"),
-                "cost_pct": metric(pct, "%"),
+                "blocked_ns": metric(int(blocked), "ns"),
+                "blocked_pct": metric(pct, "%"),
+                "copy_call_ns": metric(int(loop["dur_ns"].sum()), "ns"),
             },
-            cost_ns=int(cost),
+            cost_ns=int(blocked),
+            category="host_blocked",
             time_ranges=tr,
             event_ids=ids,
-            source_lines=lines_from(bad, "dur_ns"),
+            source_lines=lines_from(ops, "dur_ns"),
             recommendation=(
-                "Pin host buffers (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with "
-                "tensor.to(device, non_blocking=True); avoid .cpu()/.numpy() of device tensors in the loop."
+                "Copy through pinned memory without blocking: DataLoader(..., pin_memory=True) or tensor.pin_memory(), "
+                "then tensor.to(device, non_blocking=True); keep results on the device instead of .cpu()/.item()/"
+                ".numpy() inside the step, and read them back every N steps."
             ),
         )
     ]

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from neuron_explorer.collectors.neuron.align import Alignment, align
-from neuron_explorer.collectors.neuron.events import profile_metadata, profile_rows, trace_metadata
+from neuron_explorer.collectors.neuron.events import empty_rows, profile_rows
 from neuron_explorer.collectors.neuron.legacy_json import (
     is_device_json,
     is_system_json,
@@ -28,6 +28,7 @@ from neuron_explorer.collectors.neuron.legacy_json import (
     read_legacy_json,
     read_system_json,
 )
+from neuron_explorer.collectors.neuron.metadata import profile_metadata, trace_metadata
 from neuron_explorer.collectors.neuron.model import DeviceProfile, NeuronProfileWarning
 from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export, read_parquet_export
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
@@ -56,7 +57,7 @@ def is_neuron_profile(path: str | Path) -> bool:
         return True
     if p.is_dir():
         return any(is_parquet_export(d) for d in p.iterdir() if d.is_dir()) or any(
-            f.suffix == ".json" for f in p.iterdir()
+            f.name.lower().endswith((".json", ".json.gz")) for f in p.iterdir()
         )
     return False
 
@@ -87,16 +88,21 @@ def read_device_profile(path: str | Path) -> list[DeviceProfile]:
     profiles: list[DeviceProfile] = []
     system = None
     for item in find_device_profiles(path):
-        if item.is_dir():
-            profiles.append(read_parquet_export(item))
-            continue
-        obj = load_json(item)
-        if is_system_json(obj) and not is_device_json(obj):
-            system = read_system_json(item, obj)
-        elif is_device_json(obj):
-            profiles.append(read_legacy_json(item, obj))
-        elif item == path:
-            raise TraceFormatError("JSON, but neither a neuron-profile export nor a system profile", item)
+        try:
+            if item.is_dir():
+                profiles.append(read_parquet_export(item))
+                continue
+            obj = load_json(item)
+            if is_system_json(obj) and not is_device_json(obj):
+                system = read_system_json(item, obj)
+            elif is_device_json(obj):
+                profiles.append(read_legacy_json(item, obj))
+            elif item == path:
+                raise TraceFormatError("JSON, but neither a neuron-profile export nor a system profile", item)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+            # Fields of the wrong type (a dict where a number belongs, ...): one line, naming the file.
+            why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise TraceFormatError(f"unexpected content in the Neuron profile ({why})", item) from None
     if not profiles:
         raws = [p.name for p in path.rglob("*") if p.suffix in _RAW_SUFFIXES] if path.is_dir() else []
         hint = (
@@ -139,7 +145,9 @@ def build_device_trace(profiles: list[DeviceProfile], alignments: list[Alignment
     neuron = profile_metadata(profiles, alignments, streams)
     meta = trace_metadata(profiles, neuron)
     if not parts:
-        raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
+        if not all(p.metrics_only for p in profiles):
+            raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
+        parts = [empty_rows()]  # a summary-json export: metrics only
     raw = RawEvents.concat(parts)
     return build_trace(raw, meta, source=profiles[0].source)
 

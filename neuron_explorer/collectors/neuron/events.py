@@ -9,14 +9,12 @@ direction, collective operations (and DMAs flagged as collective traffic) ``coll
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from neuron_explorer import __version__
 from neuron_explorer.collectors.neuron.align import Alignment
 from neuron_explorer.collectors.neuron.model import (
     CC_STREAM_BASE,
@@ -25,8 +23,6 @@ from neuron_explorer.collectors.neuron.model import (
     ENGINES,
     PCORE_STRIDE,
     DeviceProfile,
-    derived_metrics,
-    normalize_summary,
 )
 from neuron_explorer.collectors.normalize import RawEvents
 from neuron_explorer.trace.schema import Kind, Precision
@@ -37,6 +33,7 @@ CAT_CC = "neuron_cc_kernel"
 CAT_RUNTIME = "neuron_runtime"
 CAT_HW = "neuron_hw_user_annotation"
 CAT_FRAMEWORK = "neuron_framework"
+CAT_WINDOW = "neuron_profile_window"
 
 
 def _raw(
@@ -80,12 +77,21 @@ def _device_columns(n: int, device: int, stream: np.ndarray, kind: str) -> dict[
 
 
 def _opt_int(series: pd.Series) -> pa.Array:
-    v = pd.to_numeric(series, errors="coerce")
-    return (
-        pa.array(v.to_numpy(np.float64), pa.float64()).cast(pa.int64(), safe=False)
-        if len(v)
-        else pa.array([], pa.int64())
-    )
+    """int64 with nulls where the value is missing (never NaN cast to int64's minimum)."""
+    v = pd.to_numeric(series, errors="coerce").to_numpy(np.float64)
+    ok = np.isfinite(v) & (np.abs(v) < 9.2e18)
+    return pa.array(np.where(ok, v, 0).astype(np.int64), pa.int64(), mask=~ok)
+
+
+def _opt_str(series: pd.Series) -> pa.Array:
+    v = series.astype(str).astype(object).where(series.notna(), None)
+    return pa.array(v.to_numpy(dtype=object), pa.string(), from_pandas=True)
+
+
+def empty_rows() -> RawEvents:
+    """No events (a metrics-only profile still becomes a trace, with its metadata)."""
+    empty = np.zeros(0, np.int64)
+    return _raw(0, CAT_INSTRUCTION, [], empty, empty, empty, empty, [], _device_columns(0, 0, empty, Kind.KERNEL))
 
 
 def dma_queue_streams(profile: DeviceProfile) -> dict[tuple[int, str], int]:
@@ -112,7 +118,11 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         n = len(ins)
         stream = ins["pcore"].to_numpy(np.int64) * PCORE_STRIDE + ins["engine"].map(ENGINE_STREAM).to_numpy(np.int64)
         cols = _device_columns(n, dev, stream, Kind.KERNEL)
+        # Semaphore waits stay on their engine's queue as annotations: never compute.
+        wait = ins["is_wait"].to_numpy(bool)
+        cols["kind"] = pa.array(np.where(wait, Kind.DEVICE_ANNOTATION, Kind.KERNEL).astype(object), pa.string())
         cols["flops"] = _opt_int(ins["raw_flops"])
+        cols["hlo_name"] = _opt_str(ins["hlo_name"])
         has_src = ins["src_line"].to_numpy() >= 0
         src = {
             "src_file": pa.array(
@@ -123,6 +133,8 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
                 ins["src_func"].where(has_src).astype(object).to_numpy(), pa.string(), from_pandas=True
             ),
             "src_precision": pa.array(np.where(has_src, Precision.LINE, None).astype(object), pa.string()),
+            # The compiler's framework layer is the module path the instruction ran under.
+            "src_module": _opt_str(ins["layer"]),
         }
         parts.append(
             _raw(
@@ -157,12 +169,17 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
         keys = pd.Series(list(zip(dma["pcore"].tolist(), dma["queue"].tolist())), index=dma.index)
         stream = keys.map(qmap).to_numpy(np.int64)
         is_cc = dma["is_cc"].to_numpy(bool)
-        kind = np.where(is_cc, Kind.COLLECTIVE, Kind.MEMCPY)
+        transfer = dma["is_transfer"].to_numpy(bool) if "is_transfer" in dma else np.ones(n, bool)
+        # Transfers are the copies; packets of an aggregated transfer are annotations beside it.
+        kind = np.where(~transfer, Kind.DEVICE_ANNOTATION, np.where(is_cc, Kind.COLLECTIVE, Kind.MEMCPY))
         cols = _device_columns(n, dev, stream, Kind.MEMCPY)
         cols["kind"] = pa.array(kind.astype(object), pa.string())
-        src_mem, dst_mem = dma["src_mem"].fillna("?"), dma["dst_mem"].fillna("?")
+        src_mem, dst_mem = dma["src_mem"].fillna("unknown"), dma["dst_mem"].fillna("unknown")
+        known = (src_mem != "unknown").to_numpy() & (dst_mem != "unknown").to_numpy()
         direction = np.where(
-            src_mem.to_numpy() == "HOST", "HtoD", np.where(dst_mem.to_numpy() == "HOST", "DtoH", "DtoD")
+            src_mem.to_numpy() == "HOST",
+            "HtoD",
+            np.where(dst_mem.to_numpy() == "HOST", "DtoH", np.where(known, "DtoD", "DMA")),
         )
         mk = pd.Series(direction, index=dma.index) + " (" + src_mem + "->" + dst_mem + ")"
         cols["memcpy_kind"] = pa.array(mk.to_numpy(dtype=object), pa.string())
@@ -171,7 +188,8 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
             pd.to_numeric(dma["throughput"], errors="coerce").to_numpy(np.float64) / 1e9, pa.float64()
         )
         cols["collective_name"] = pa.array(np.where(is_cc, "cc_dma", None).astype(object), pa.string())
-        name = np.where(is_cc, "CC DMA " + dma["queue"].astype(str), "DMA " + dma["queue"].astype(str))
+        queue = dma["queue"].astype(str)
+        name = np.where(is_cc, "CC DMA " + queue, np.where(transfer, "DMA ", "DMA packet ") + queue)
         parts.append(
             _raw(
                 n,
@@ -185,8 +203,12 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
                 cols,
             )
         )
-        for (pcore, queue), s in qmap.items():
-            streams.append({"device": dev, "stream": s, "name": queue, "type": "dma", "pcore": pcore})
+        qtype = dict(zip(dma["queue"].astype(str), dma["queue_type"])) if "queue_type" in dma else {}
+        for (pcore, q), s in qmap.items():
+            t = qtype.get(q)
+            streams.append(
+                {"device": dev, "stream": s, "name": q, "type": "dma", "pcore": pcore, "queue_type": _scalar(t)}
+            )
     cc = profile.ccops
     if len(cc):
         n = len(cc)
@@ -217,10 +239,32 @@ def profile_rows(profile: DeviceProfile, alignment: Alignment) -> tuple[list[Raw
                     "pcore": 0,
                 }
             )
+    if profile.span_ns and parts:
+        parts.append(_window_row(profile, alignment))
     sp = profile.system
     if len(sp):
         parts.extend(_system_rows(sp, dev))
     return parts, streams
+
+
+def _window_row(profile: DeviceProfile, alignment: Alignment) -> RawEvents:
+    """The profiled window itself (first to last hardware timestamp, = the Summary's total_time):
+    an annotation on the NeuronCore, so the trace's span is the profile's even when the first
+    or last instruction is not at its edge."""
+    cols = {
+        "device_type": pa.array(["neuron"], pa.string()),
+        "device": pa.array([profile.device], pa.int32()),
+        "stream": pa.array([None], pa.int64()),
+        "kind": pa.array([Kind.DEVICE_ANNOTATION], pa.string()),
+    }
+    start = alignment.apply(np.zeros(1, np.int64))
+    return _raw(
+        1, CAT_WINDOW, ["NeuronCore profile"], [profile.device], [-1], start, [int(profile.span_ns or 0)], [None], cols
+    )
+
+
+def _scalar(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and v != v) else str(v)
 
 
 def _system_rows(sp: pd.DataFrame, dev: int) -> list[RawEvents]:
@@ -262,76 +306,3 @@ def _system_rows(sp: pd.DataFrame, dev: int) -> list[RawEvents]:
             )
         )
     return out
-
-
-def profile_metadata(
-    profiles: list[DeviceProfile], alignments: list[Alignment], streams: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The ``neuron`` block of the trace metadata: metrics with units, streams, warnings."""
-    per_device = []
-    for p, a in zip(profiles, alignments):
-        summary = normalize_summary(p.summary_raw, p)
-        derived = derived_metrics(p)
-        metrics = {**derived, **summary}
-        per_device.append(
-            {
-                "device": p.device,
-                "source": str(p.source),
-                "format": p.format,
-                "profile_schema_version": p.schema_version,
-                "tables": p.tables,
-                "metrics": metrics,
-                "metric_source": {k: ("summary" if k in summary else "derived") for k in metrics},
-                "summary_raw": p.summary_raw,
-                "metadata_raw": p.metadata_raw,
-                "dma_granularity": p.dma_granularity,
-                "span_ns": p.span_ns,
-                "alignment": a.to_dict(),
-                "executions": len(p.executions),
-                "unknown_columns": {k: v for k, v in p.unknown_columns.items() if v},
-                "warnings": list(p.warnings),
-            }
-        )
-    first = profiles[0]
-    return {
-        "devices": per_device,
-        "streams": streams,
-        "engines": list(ENGINES),
-        "warnings": [w for d in per_device for w in d["warnings"]],
-        "source": str(first.source),
-    }
-
-
-def trace_metadata(profiles: list[DeviceProfile], neuron: dict[str, Any]) -> dict[str, Any]:
-    first = profiles[0]
-    meta = first.metadata_raw
-    props = []
-    for p in profiles:
-        m = p.metadata_raw
-        props.append(
-            {
-                "id": p.device,
-                "device_type": "neuron",
-                "name": str(m.get("instance_type") or "NeuronCore"),
-                "ticks_per_nanosec": m.get("ticks_per_nanosec"),
-                "tensor_engine_clock_freq_ghz": m.get("tensor_engine_clock_freq"),
-                "hbm_ddr_bandwidth_bytes_per_s": m.get("hbm_ddr_bandwidth"),
-                "dma_ddr_bandwidth_bytes_per_s": m.get("dma_ddr_bandwidth"),
-                "tensor_engine_num_rows": m.get("tensor_engine_num_rows"),
-                "tensor_engine_num_cols": m.get("tensor_engine_num_cols"),
-            }
-        )
-    return {
-        "collector": f"neuron_{first.format}",
-        "collector_version": __version__,
-        "source_file": os.path.abspath(first.source),
-        "base_time_ns": None,
-        "device_type": "neuron",
-        "device_properties": props,
-        "distributed_info": None,
-        "rank": 0,
-        "rank_known": False,
-        "world_size": None,
-        "trace_metadata": {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))},
-        "neuron": neuron,
-    }

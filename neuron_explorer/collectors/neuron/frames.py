@@ -17,7 +17,9 @@ from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_eng
 from neuron_explorer.collectors.source_map import UserCode
 
 _MEMORY_TOKENS = {"SB": "SBUF", "SBUF": "SBUF", "STATEBUFFER": "SBUF", "PSUM": "PSUM", "HOST": "HOST"}
-_SPILL = re.compile(r"spill|reload", re.I)
+#: Memory names that say nothing about where the data is: they stay unknown (null).
+_UNKNOWN_MEMORY = frozenset({"", "NAN", "NONE", "NULL", "UNKNOWN", "N/A", "NA", "-"})
+_TRUE = frozenset({"yes", "y", "true", "t", "1", "1.0"})
 _LOCATION = re.compile(r"^\s*\[?\s*['\"]?(?P<file>[^'\":\[\]]+?):(?P<line>\d+)")
 
 
@@ -27,6 +29,29 @@ def records_json(df: pd.DataFrame) -> np.ndarray:
         return np.zeros(0, dtype=object)
     text = df.to_json(orient="records", lines=True, date_format="iso", default_handler=str)
     return np.asarray(text.rstrip("\n").split("\n"), dtype=object)
+
+
+def flags(series: pd.Series) -> np.ndarray:
+    """Booleans from a flag column as exports write it: "yes"/"no", "true"/"false", 1/0 or bools.
+
+    Real legacy exports write ``"yes"``/``"no"`` strings, so ``astype(bool)`` would read every
+    ``"no"`` as True. Anything unrecognized (null, "", "maybe") is False.
+    """
+    if not len(series):
+        return np.zeros(0, bool)
+    if pd.api.types.is_bool_dtype(series.dtype) and not pd.api.types.is_extension_array_dtype(series.dtype):
+        return series.to_numpy(bool)
+    text = series.astype(object).where(series.notna(), "").astype(str).str.strip().str.lower()
+    cats = text.astype("category")
+    mapping = {c: c in _TRUE for c in cats.cat.categories}
+    return cats.map(mapping).astype(bool).to_numpy()
+
+
+def pcore_index(series: pd.Series) -> np.ndarray:
+    """Physical-core numbers (LNC2: 0 or 1); anything that is not a small core number is 0."""
+    v = pd.to_numeric(series, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    ok = np.isfinite(v) & (v >= 0) & (v < 1024)
+    return np.where(ok, v, 0).astype(np.int64)
 
 
 def ensure(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
@@ -44,14 +69,19 @@ def _int64(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     if pd.api.types.is_integer_dtype(num.dtype):  # nullable Int64
         valid = num.notna().to_numpy()
         return num.fillna(0).to_numpy(np.int64), valid
-    valid = num.notna().to_numpy()
-    return np.rint(num.fillna(0).to_numpy(np.float64)).astype(np.int64), valid
+    values = num.to_numpy(np.float64, na_value=np.nan)
+    valid = np.isfinite(values) & (np.abs(values) < 9.2e18)
+    return np.rint(np.where(valid, values, 0)).astype(np.int64), valid
 
 
 def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
     """``start_ns``/``dur_ns`` (int64, start relative to ``origin``) from whichever of start,
     end and duration the table has."""
-    start, _ = _int64(df["start_ns"])
+    start, ok = _int64(df["start_ns"])
+    bad = int((~ok & df["start_ns"].notna().to_numpy()).sum())
+    if bad:
+        # A timestamp that is not a number (a dict, a word): the file is not what it says.
+        raise ValueError(f"{bad:,} start timestamp(s) are not numbers")
     dur, has_dur = _int64(df["dur_ns"]) if "dur_ns" in df else (np.zeros(len(df), np.int64), np.zeros(len(df), bool))
     if "end_ns" in df:
         end, has_end = _int64(df["end_ns"])
@@ -61,7 +91,10 @@ def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
     return df
 
 
-def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+def finish_instructions(df: pd.DataFrame, profile: DeviceProfile, active: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Instructions with canonical engines, source lines and ``is_wait`` (see ``activity``)."""
+    from neuron_explorer.collectors.neuron.activity import mark_waits
+
     df = ensure(
         df,
         {
@@ -94,7 +127,7 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFram
         profile.warn(f"instructions on unknown engines {unknown} are kept on the Sync queue")
         df["engine"] = df["engine"].where(df["engine"].notna(), "Sync")
     df["engine"] = df["engine"].fillna("Sync")
-    df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
+    df["pcore"] = pcore_index(df["pcore"])
     itype = df["instruction_type"].astype(str).str.upper()
     ft = pd.to_numeric(df["flops_transpose"], errors="coerce")
     df["is_transpose"] = itype.str.contains("TRANSPOSE", na=False) | (ft.fillna(0) > 0)
@@ -108,56 +141,27 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFram
         df.loc[idx, "src_file"] = parsed.loc[ok, "file"].str.strip()
         df.loc[idx, "src_line"] = parsed.loc[ok, "line"].astype(int)
     df["src_line"] = pd.to_numeric(df["src_line"], errors="coerce").fillna(-1).astype(np.int64)
+    df["is_wait"], lines_up = mark_waits(df, active if active is not None else pd.DataFrame())
+    if not lines_up:
+        profile.warn(
+            "the active-time table does not line up with the instructions (another clock?): engine active "
+            "time is taken from the instructions, semaphore waits excluded by opcode"
+        )
+        profile.active = pd.DataFrame()
     return df
 
 
 def memory_location(values: pd.Series) -> pd.Series:
     """``[["WEIGHT"]]``, ``["SB"]``, ``"[SB]"`` -> HBM / SBUF / PSUM / HOST (device DRAM is HBM)."""
-    text = (
-        values.astype(object)
-        .where(values.notna(), "")
-        .astype(str)
-        .str.upper()
-        .str.replace(r"[\[\]'\"\s]", "", regex=True)
-        .str.split(",")
-        .str[0]
+    # Few distinct spellings among many rows: normalize each distinct one once.
+    codes, uniques = pd.factorize(values.astype(object).where(values.notna(), "").astype(str))
+    tokens = (
+        pd.Series(uniques, dtype=object).str.upper().str.replace(r"[\[\]'\"\s]", "", regex=True).str.split(",").str[0]
     )
-    cats = text.astype("category")
-    mapping = {c: _MEMORY_TOKENS.get(c, "HBM" if c and c not in ("NAN", "NONE") else None) for c in cats.cat.categories}
-    return cats.map(mapping).astype(object)
-
-
-def finish_dmas(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
-    df = ensure(
-        df,
-        {
-            "queue": None,
-            "queue_type": None,
-            "engine_idx": -1,
-            "pcore": 0,
-            "bytes": np.nan,
-            "read_bytes": np.nan,
-            "write_bytes": np.nan,
-            "source": None,
-            "dest": None,
-            "variable": None,
-            "throughput": np.nan,
-            "is_cc": False,
-        },
+    mapped = np.array(
+        [None if t in _UNKNOWN_MEMORY else _MEMORY_TOKENS.get(t, "HBM") for t in tokens.tolist()] + [None], dtype=object
     )
-    b = pd.to_numeric(df["bytes"], errors="coerce")
-    for alt in ("write_bytes", "read_bytes"):
-        b = b.where(b.notna(), pd.to_numeric(df[alt], errors="coerce"))
-    df["bytes"] = b
-    df["queue"] = df["queue"].where(df["queue"].notna(), "dma_queue_" + df["engine_idx"].astype(str)).astype(str)
-    df["pcore"] = pd.to_numeric(df["pcore"], errors="coerce").fillna(0).astype(np.int64)
-    df["src_mem"] = memory_location(df["source"])
-    df["dst_mem"] = memory_location(df["dest"])
-    df["is_spill"] = df["queue"].str.contains(_SPILL, na=False) | df["variable"].astype(str).str.contains(
-        _SPILL, na=False
-    )
-    df["is_cc"] = df["is_cc"].fillna(False).astype(bool)
-    return df
+    return pd.Series(mapped[codes], index=values.index, dtype=object)
 
 
 def finish_ccops(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,10 +1,12 @@
 """Read the legacy ``neuron-profile view --output-format json`` export into a ``DeviceProfile``.
 
 The file is one JSON object whose values are lists of records (``instruction``, ``dma``,
-``summary``, ``metadata``, ...). Instruction and DMA ``timestamp``/``duration`` are device-relative
-nanoseconds; ``metadata.first_hw_timestamp``/``last_hw_timestamp`` are raw device ticks,
-converted with ``ticks_per_nanosec`` (an assumption documented in docs/neuron.md). A
-``system_profile.json`` (Profiler 2.0 era) next to it adds the host-clock runtime events.
+``summary``, ``metadata``, ``active_time``, ``dma_queues_info``, ``warnings``, ...). Instruction
+and DMA ``timestamp``/``duration`` are device-relative nanoseconds, and so are
+``metadata.first_hw_timestamp``/``last_hw_timestamp`` (confirmed on real files, although
+``ticks_per_nanosec`` says 1000). A ``summary-json`` export (only ``summary``) is read as
+metrics without events. A ``system_profile.json`` (Profiler 2.0 era) next to it adds the
+host-clock runtime events. Field conventions: docs/neuron.md.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.collectors.neuron import frames as F
-from neuron_explorer.collectors.neuron.model import DeviceProfile
+from neuron_explorer.collectors.neuron.activity import active_intervals
+from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers, queue_table
+from neuron_explorer.collectors.neuron.model import DeviceProfile, core_index
 from neuron_explorer.trace.errors import TraceFormatError
 
 INSTRUCTION_FIELDS = {
@@ -37,10 +41,50 @@ DMA_FIELDS = {
     "read_size": "read_bytes",
     "write_size": "write_bytes",
     "transfer_rate": "throughput",
-    "subgroup": "queue",
     "dma_engine": "engine_idx",
     "is_cc_dma": "is_cc",
 }
+#: Fields of the legacy records this importer knows (docs/neuron.md); others are listed in the
+#: trace metadata as ``unknown_columns`` and kept in ``args``.
+KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    "instruction": frozenset(
+        {
+            *INSTRUCTION_FIELDS,
+            "subgroup",
+            "opcode",
+            "operands",
+            "hlo_name",
+            "layer",
+            "hlo_attrs",
+            "bir_id",
+            "predecessors",
+            "hbm_read_bytes",
+            "hbm_write_bytes",
+            "pc",
+            "id",
+        }
+    ),
+    "dma": frozenset(
+        {
+            *DMA_FIELDS,
+            "source",
+            "dest",
+            "variable",
+            "queue_type",
+            "dma_queue",
+            "subgroup",
+            "semaphore_id",
+            "aggregated",
+            "duplicate",
+            "packet_aggregation_id",
+        }
+    ),
+    "active_time": frozenset({"engine", "start_ts", "end_ts", "duration_ns", "pcore_idx"}),
+}
+#: Top-level keys read; the others (dma_throughput, nc_mem_usage, ...) are counted in the metadata.
+READ_KEYS = frozenset(
+    {"summary", "metadata", "instruction", "dma", "active_time", "dma_queues_info", "warnings", "layer_summary"}
+)
 #: Top-level keys of a device-profile export; a JSON object with none of them is not one.
 DEVICE_KEYS = ("instruction", "dma", "summary", "metadata", "active_time", "profile_info")
 SYSTEM_KEYS = ("trace_events", "trace_event")
@@ -60,9 +104,26 @@ def load_json(path: Path) -> Any:
         return msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({str(exc)[:120]}); is the file truncated?", path) from None
+    except RecursionError:  # no Neuron export nests deeper than a few levels
+        raise TraceFormatError("not a Neuron profile (JSON nested too deep)", path) from None
+
+
+def _is_summary_record(obj: Any) -> bool:
+    return isinstance(obj, dict) and "total_time" in obj and any(str(k).endswith("_percent") for k in obj)
+
+
+def as_device_json(obj: Any) -> Any:
+    """A ``summary-json`` export (one summary record, or a list of them, at the top level) in
+    the shape of a device export (``{"summary": [...]}``); anything else unchanged."""
+    if _is_summary_record(obj):
+        return {"summary": [obj]}
+    if isinstance(obj, list) and obj and all(_is_summary_record(r) for r in obj):
+        return {"summary": obj}
+    return obj
 
 
 def is_device_json(obj: Any) -> bool:
+    obj = as_device_json(obj)
     return isinstance(obj, dict) and any(k in obj for k in DEVICE_KEYS)
 
 
@@ -93,54 +154,110 @@ def _first(obj: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
 
 def read_legacy_json(path: str | Path, obj: Any | None = None) -> DeviceProfile:
     path = Path(path)
-    obj = load_json(path) if obj is None else obj
+    obj = as_device_json(load_json(path) if obj is None else obj)
     if not is_device_json(obj):
         raise TraceFormatError(
             f"JSON, but not a neuron-profile export: none of the keys {', '.join(DEVICE_KEYS)}", path
         )
+    try:
+        return _read(path, obj)
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+        # Fields of the wrong type deep in a record (a dict where a number belongs, ...).
+        why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise TraceFormatError(f"unexpected content in the neuron-profile export ({why})", path) from None
+
+
+def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     profile = DeviceProfile(source=path, format="json", tables=sorted(obj))
     meta = _first(obj, "metadata", path)
     profile.metadata_raw = meta
     profile.schema_version = str(meta.get("data_version")) if meta.get("data_version") is not None else None
     summary = _first(obj, "summary", path)
     profile.summary_raw = summary
+    profile.file_warnings = file_warnings(obj.get("warnings"))
+    profile.metrics_only = not any(k in obj for k in ("instruction", "dma", "active_time"))
     if not summary:
         profile.warn("'summary' missing: MFU and engine/DMA utilization are computed from the events instead")
-    if not meta:
-        profile.warn("'metadata' missing: device clock (ticks_per_nanosec) unknown")
+    if not meta and not profile.metrics_only:
+        profile.warn("'metadata' missing: device clock and hardware details unknown")
+    if profile.metrics_only:
+        if not summary:
+            raise TraceFormatError("neuron-profile JSON with neither events nor a summary", path)
+        profile.warn(
+            "summary-json export: metrics only, no instruction or DMA events (export --output-format json for events)"
+        )
 
+    active = _records(obj, "active_time", path)
+    if len(active):
+        profile.active = active_intervals(active, profile, _origin(active, "start_ts", meta))
     ins = _records(obj, "instruction", path)
+    for key, table in (("instruction", ins), ("active_time", active)):
+        profile.unknown_columns[key] = sorted(set(map(str, table.columns)) - KNOWN_FIELDS[key])
+    profile.other_tables = {
+        str(k): len(v) if isinstance(v, list) else 1 for k, v in obj.items() if k not in READ_KEYS and v
+    }
     if len(ins):
         _need(ins, "instruction", ("timestamp", "duration"), path)
         args = F.records_json(ins)
-        ins = F.times(ins.rename(columns=INSTRUCTION_FIELDS), 0)
+        ins = F.times(ins.rename(columns=INSTRUCTION_FIELDS), _origin(ins, "timestamp", meta))
         ins["args"] = args
-        profile.instructions = F.finish_instructions(ins, profile)
-    else:
+        profile.instructions = F.finish_instructions(ins, profile, profile.active)
+    elif not profile.metrics_only:
         profile.warn("'instruction' missing or empty: no engine activity in this profile")
     dma = _records(obj, "dma", path)
+    profile.unknown_columns["dma"] = sorted(set(map(str, dma.columns)) - KNOWN_FIELDS["dma"])
     if len(dma):
         _need(dma, "dma", ("timestamp", "duration"), path)
         args = F.records_json(dma)
         dma = dma.drop(columns=[c for c in ("queue",) if c in dma.columns])
-        if "dma_queue" in dma and "subgroup" not in dma:
-            dma = dma.rename(columns={"dma_queue": "subgroup"})
-        dma = F.times(dma.rename(columns=DMA_FIELDS), 0)
+        dma = F.times(dma.rename(columns=DMA_FIELDS), _origin(dma, "timestamp", meta))
         dma["args"] = args
-        profile.dmas = F.finish_dmas(dma, profile)
-    else:
+        queues = queue_table(obj.get("dma_queues_info"))
+        profile.dmas = mark_transfers(finish_dmas(dma, profile, queues), profile)
+    elif not profile.metrics_only:
         profile.warn("'dma' missing or empty: no DMA activity in this profile")
 
-    tpn = _float(meta.get("ticks_per_nanosec"))
+    # Confirmed on real exports: first/last_hw_timestamp are already nanoseconds, whatever
+    # ticks_per_nanosec says (1000 on inf2), and their difference is summary.total_time.
     first, last = _float(meta.get("first_hw_timestamp")), _float(meta.get("last_hw_timestamp"))
     if first is not None and last is not None and last > first:
-        if tpn and tpn > 0:
-            profile.span_ns = round((last - first) / tpn)
-        else:
-            profile.warn("ticks_per_nanosec missing: the profile span is taken from the events")
-    device = summary.get("nc_idx", meta.get("nc_idx"))
-    profile.device = int(device) if isinstance(device, (int, float)) and device == device else 0
+        profile.span_ns = round(last - first)
+    total = _float(summary.get("total_time"))
+    tpn = _float(meta.get("ticks_per_nanosec"))
+    if total and total > 0:
+        total_ns = total * 1e9
+        if profile.span_ns is None:
+            profile.span_ns = round(total_ns)
+        elif abs(profile.span_ns - total_ns) > 0.05 * total_ns:
+            if tpn and tpn > 0 and abs(profile.span_ns / tpn - total_ns) <= 0.05 * total_ns:
+                # This file's hardware timestamps are ticks after all: the summary says so.
+                profile.span_ns = round(profile.span_ns / tpn)
+            else:
+                profile.warn(
+                    f"hardware timestamps span {profile.span_ns:,} ns but summary.total_time is {total:g} s; "
+                    "the span is taken from the timestamps"
+                )
+    profile.device = core_index(summary.get("nc_idx", meta.get("nc_idx")), profile)
     return profile
+
+
+def file_warnings(value: Any) -> list[str]:
+    """The export's ``warnings`` as one line each (records, strings or a single value)."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            text = item.get("message") or item.get("warning") or item.get("description")
+            if text is None:
+                text = "; ".join(f"{k}: {v}" for k, v in item.items())
+        else:
+            text = item
+        line = " ".join(str(text).split())
+        if line:
+            out.append(line[:400])
+    return out
 
 
 def read_system_json(path: Path, obj: Any) -> pd.DataFrame:
@@ -159,6 +276,17 @@ def read_system_json(path: Path, obj: Any) -> pd.DataFrame:
     ev["nc_idx"] = pd.to_numeric(nc, errors="coerce")
     ev["source"] = "neuron_rt"
     return F.ensure(ev, {"pid": 0, "tid": 0})
+
+
+def _origin(df: pd.DataFrame, column: str, meta: dict[str, Any]) -> int:
+    """What to subtract from a table's timestamps to make them device-relative: real files write
+    them from 0, but a table whose every timestamp is at or past ``first_hw_timestamp`` is on
+    the absolute hardware clock (decided per table, never for the whole file)."""
+    first = _float(meta.get("first_hw_timestamp"))
+    if first is None or first <= 0 or column not in df:
+        return 0
+    values = pd.to_numeric(df[column], errors="coerce")
+    return int(first) if values.notna().any() and float(values.min()) >= first else 0
 
 
 def _need(df: pd.DataFrame, key: str, fields: tuple[str, ...], path: Path) -> None:

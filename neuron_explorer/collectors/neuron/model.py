@@ -77,6 +77,8 @@ class DeviceProfile:
     ccops: pd.DataFrame = field(default_factory=pd.DataFrame)
     system: pd.DataFrame = field(default_factory=pd.DataFrame)
     executions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Engine active intervals from the export (``active_time`` / ``ActiveTime``), waits excluded.
+    active: pd.DataFrame = field(default_factory=pd.DataFrame)
     summary_raw: dict[str, Any] = field(default_factory=dict)
     metadata_raw: dict[str, Any] = field(default_factory=dict)
     #: Unix ns of device-relative 0 when the export says (Metadata ``first_ts``), else None.
@@ -85,7 +87,13 @@ class DeviceProfile:
     device: int = 0
     dma_granularity: str = "transfer"  # "transfer" (aggregated) | "packet"
     warnings: list[str] = field(default_factory=list)
+    #: The export's own warnings (legacy ``warnings``), e.g. that its DMA figures may be wrong.
+    file_warnings: list[str] = field(default_factory=list)
+    #: A ``summary-json`` export: metrics only, no events.
+    metrics_only: bool = False
     unknown_columns: dict[str, list[str]] = field(default_factory=dict)
+    #: Tables of the export not imported (legacy ``dma_throughput``, ``nc_mem_usage``, ...): rows each.
+    other_tables: dict[str, int] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
 
     def warn(self, message: str) -> None:
@@ -95,34 +103,60 @@ class DeviceProfile:
         warnings.warn(text, NeuronProfileWarning, stacklevel=3)
 
 
+#: NeuronCore indices we accept from a file (the trace stores them as int32).
+MAX_CORE_INDEX = 1 << 16
+
+
+def core_index(value: Any, profile: DeviceProfile) -> int:
+    """The NeuronCore index a profile names, or 0 (with a warning) when it is not a sane one."""
+    if value is None or isinstance(value, bool):
+        return 0
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        f = float("nan")
+    if f == f and f.is_integer() and 0 <= f < MAX_CORE_INDEX:
+        return int(f)
+    profile.warn(f"NeuronCore index {str(value)[:40]!r} is not a core number; read as 0")
+    return 0
+
+
 # ------------------------------------------------------------------------------ summary units
-#: Summary fields in seconds (converted to ``<name>_ns``); every ``*_percent`` field becomes
-#: ``*_pct`` on a 0-100 scale; ``*_bytes``/``*_count``/``*_flops`` keep their value.
+#: ``*_percent`` fields that are not shares of the run: throttle limits and the like, seen above 1
+#: (1.0967, 253) in real trn1 summaries. They keep their name and raw value.
+_RAW_PERCENT = re.compile(r"throttl|limit", re.I)
+
+
 def normalize_summary(raw: dict[str, Any], profile: DeviceProfile | None = None) -> dict[str, Any]:
     """Summary metrics with our units: seconds -> ``_ns``, 0-1 fractions -> ``_pct`` (0-100).
 
-    Real exports write every ``*_percent`` field as a 0-1 fraction despite the name. A file
-    whose percent fields hold a value above 1 is taken to be on a 0-100 scale already (and
-    a warning says so), so a future fix upstream does not silently inflate ours 100x.
+    Real exports write ``*_percent`` fields as 0-1 fractions despite the name. The unit is
+    decided per field, never for the whole file: a fraction field holding a value above 1 is
+    read as already 0-100 (with a warning naming that field only), and throttle/limit fields,
+    which legitimately exceed 1, are kept raw under their own name.
     """
     numeric = {k: v for k, v in raw.items() if _is_number(v)}
-    percents = {k: float(v) for k, v in numeric.items() if k.endswith("_percent")}
-    scale = 100.0
-    if percents and max(percents.values()) > 1.0 + 1e-9:
-        scale = 1.0
-        if profile is not None:
-            profile.warn(
-                "Summary *_percent fields hold values above 1, so they are read as 0-100 "
-                "percentages rather than the 0-1 fractions seen in real exports"
-            )
     out: dict[str, Any] = {}
+    odd = []
     for k, v in numeric.items():
-        if k.endswith("_percent"):
-            out[k[: -len("_percent")] + "_pct"] = float(v) * scale
+        if k.endswith("_percent") and _RAW_PERCENT.search(k):
+            out[k] = float(v)
+        elif k.endswith("_percent"):
+            f = float(v)
+            if 0.0 <= f <= 1.0 + 1e-9:
+                f *= 100.0
+            else:
+                odd.append(k)
+            out[k[: -len("_percent")] + "_pct"] = f
         elif k in _SECONDS_FIELDS or (k.endswith("_time") and isinstance(v, float)):
             out[k + "_ns"] = round(float(v) * 1e9)
         else:
             out[k] = v.item() if hasattr(v, "item") else v
+    if odd and profile is not None:
+        profile.warn(
+            f"Summary field(s) {', '.join(sorted(odd))} hold values outside 0-1, so they are read as 0-100 "
+            "percentages (the other *_percent fields stay 0-1 fractions)"
+        )
     return out
 
 
@@ -162,9 +196,12 @@ def _is_number(v: Any) -> bool:
 def derived_metrics(profile: DeviceProfile) -> dict[str, Any]:
     """Metrics computed from the event tables, used where the Summary lacks them.
 
-    Same names and units as ``normalize_summary`` output so rules read one dict.
+    Same names and units as ``normalize_summary`` output so rules read one dict. Engine active
+    time is the union of the export's active-time intervals when it has them (semaphore waits
+    excluded), else of the instructions that are not waits. DMA figures count transfers once
+    (packets of an aggregated transfer are not counted again).
     """
-    ins, dma = profile.instructions, profile.dmas
+    ins, dma, act = profile.instructions, profile.dmas, profile.active
     out: dict[str, Any] = {}
     span = profile.span_ns
     if span is None:
@@ -172,15 +209,25 @@ def derived_metrics(profile: DeviceProfile) -> dict[str, Any]:
         span = max(ends) if ends else None
     if span:
         out["total_time_ns"] = int(span)
-    if len(ins):
+    work = ins[~ins["is_wait"]] if len(ins) and "is_wait" in ins else ins
+    busy = act if len(act) else work
+    if len(busy):
         for engine in ENGINES:
-            rows = ins[ins["engine"] == engine]
+            rows = busy[busy["engine"] == engine]
             key = engine.lower()
-            out[f"{key}_engine_instruction_count"] = len(rows)
+            if len(ins):
+                out[f"{key}_engine_instruction_count"] = int((ins["engine"] == engine).sum())
             active = union_ns(rows["start_ns"].to_numpy(), (rows["start_ns"] + rows["dur_ns"]).to_numpy())
             out[f"{key}_engine_active_time_ns"] = active
             if span:
                 out[f"{key}_engine_active_time_pct"] = 100.0 * active / span
+        total = union_ns(busy["start_ns"].to_numpy(), (busy["start_ns"] + busy["dur_ns"]).to_numpy())
+        out["total_active_time_ns"] = total
+        if span:
+            out["total_active_time_pct"] = 100.0 * total / span
+    if len(ins):
+        if "is_wait" in ins:
+            out["semaphore_wait_instruction_count"] = int(ins["is_wait"].sum())
         for col in (
             "hbm_read_bytes",
             "hbm_write_bytes",
@@ -189,27 +236,29 @@ def derived_metrics(profile: DeviceProfile) -> dict[str, Any]:
             "sbuf_read_bytes",
             "sbuf_write_bytes",
         ):
-            if col in ins and ins[col].notna().any():
-                out[col] = int(ins[col].fillna(0).sum())
-        if "raw_flops" in ins and ins["raw_flops"].notna().any():
-            out["hardware_flops"] = int(ins["raw_flops"].fillna(0).sum())
-        if "flops_transpose" in ins and ins["flops_transpose"].notna().any():
-            out["transpose_flops"] = int(ins["flops_transpose"].fillna(0).sum())
+            if col in ins and pd.to_numeric(ins[col], errors="coerce").notna().any():
+                out[col] = int(pd.to_numeric(ins[col], errors="coerce").fillna(0).sum())
+        for col, name in (("raw_flops", "hardware_flops"), ("flops_transpose", "transpose_flops")):
+            if col in ins and pd.to_numeric(ins[col], errors="coerce").notna().any():
+                out[name] = int(pd.to_numeric(ins[col], errors="coerce").fillna(0).clip(lower=0).sum())
     if len(dma):
+        tr = dma[dma["is_transfer"]] if "is_transfer" in dma else dma
         active = union_ns(dma["start_ns"].to_numpy(), (dma["start_ns"] + dma["dur_ns"]).to_numpy())
         out["dma_active_time_ns"] = active
         if span:
             out["dma_active_time_pct"] = 100.0 * active / span
-        out["dma_transfer_count"] = len(dma)
-        out["dma_transfer_total_bytes"] = int(dma["bytes"].fillna(0).sum())
-        out["dma_transfer_average_bytes"] = float(dma["bytes"].fillna(0).mean())
+        out["dma_transfer_count"] = len(tr)
+        out["dma_packet_count"] = int(len(dma) - len(tr))
+        out["dma_transfer_total_bytes"] = int(tr["bytes"].fillna(0).sum())
+        if len(tr):
+            out["dma_transfer_average_bytes"] = float(tr["bytes"].fillna(0).mean())
         # DMA-side HBM traffic: what the Summary's hbm_* fields count.
-        if "hbm_read_bytes" not in out and "src_mem" in dma:
-            out["hbm_read_bytes"] = int(dma.loc[dma["src_mem"] == "HBM", "bytes"].fillna(0).sum())
-            out["hbm_write_bytes"] = int(dma.loc[dma["dst_mem"] == "HBM", "bytes"].fillna(0).sum())
-        if "spill_reload_bytes" not in out and "is_spill" in dma:
-            reload = dma["is_spill"] & (dma["dst_mem"] == "SBUF")
-            out["spill_reload_bytes"] = int(dma.loc[reload, "bytes"].fillna(0).sum())
+        if "hbm_read_bytes" not in out and "src_mem" in tr:
+            out["hbm_read_bytes"] = int(tr.loc[tr["src_mem"] == "HBM", "bytes"].fillna(0).sum())
+            out["hbm_write_bytes"] = int(tr.loc[tr["dst_mem"] == "HBM", "bytes"].fillna(0).sum())
+        if "spill_reload_bytes" not in out and "is_spill" in tr:
+            reload = tr["is_spill"] & (tr["dst_mem"] == "SBUF")
+            out["spill_reload_bytes"] = int(tr.loc[reload, "bytes"].fillna(0).sum())
     if len(profile.ccops):
         cc = profile.ccops
         out["cc_op_count"] = len(cc)

@@ -20,196 +20,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from neuron_explorer.collectors.neuron import frames as F
-from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile
+from neuron_explorer.collectors.neuron.activity import active_intervals
+from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers
+from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile, core_index
+from neuron_explorer.collectors.neuron.parquet_fields import (
+    CC_FIELDS,
+    DMA_FIELDS,
+    INSTRUCTION_FIELDS,
+    KNOWN_FIELDS,
+    SYSTEM_FIELDS,
+)
 from neuron_explorer.trace.errors import TraceFormatError
 
-#: Our column name for each export field we read (the rest stay in ``args``).
-INSTRUCTION_FIELDS = {
-    "start_ts": "start_ns",
-    "end_ts": "end_ns",
-    "duration_ns": "dur_ns",
-    "timeline_track": "track",
-    "pcore_idx": "pcore",
-    "id": "inst_id",
-    "tensor_instruction_type": "instruction_type",
-    "evt_wait_time_ns": "evt_wait_ns",
-    "dma_wait_time_ns": "dma_wait_ns",
-}
-DMA_FIELDS = {
-    "start_ts": "start_ns",
-    "end_ts": "end_ns",
-    "duration_ns": "dur_ns",
-    "queue_name": "queue",
-    "pcore_idx": "pcore",
-    "transfer_bytes": "bytes",
-}
-CC_FIELDS = {"start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns", "stream_id": "stream"}
-SYSTEM_FIELDS = {
-    "start_ts": "start_ns",
-    "end_ts": "end_ns",
-    "duration_ns": "dur_ns",
-    "trace_event_source": "source",
-    "process_id": "pid",
-    "thread_id": "tid",
-}
-#: Documented fields per table (schema 7.4-12.0); others are reported as unknown.
-KNOWN_FIELDS: dict[str, set[str]] = {
-    "Instruction": {
-        "start_ts",
-        "end_ts",
-        "duration_ns",
-        "engine",
-        "timeline_track",
-        "pcore_idx",
-        "opcode",
-        "operands",
-        "compiler_opcode",
-        "compiler_operands",
-        "id",
-        "pc",
-        "compiler_pc",
-        "penguin_id",
-        "raw_penguin_id",
-        "bir_id",
-        "raw_bir_id",
-        "bir_instruction_name",
-        "kernel_instruction_name",
-        "crc_in",
-        "crc_out",
-        "evt_wait_time_ns",
-        "hlo_attrs",
-        "hlo_name",
-        "raw_hlo_id",
-        "raw_framework_id",
-        "layer",
-        "stack_frame_ids",
-        "nki_source_location",
-        "bir_debug_info_source_location",
-        "dma_trigger_start_ts",
-        "dma_trigger_end_ts",
-        "dma_wait_time_ns",
-        "instruction_chain",
-        "hbm_read_bytes",
-        "hbm_write_bytes",
-        "sbuf_read_bytes",
-        "sbuf_write_bytes",
-        "spill_save_bytes",
-        "spill_reload_bytes",
-        "psum_read_bytes",
-        "psum_write_bytes",
-        "psum_read_sbuf_write_bytes",
-        "input_queue_bytes",
-        "output_queue_bytes",
-        "weight_queue_bytes",
-        "performance_mode",
-        "tensor_instruction_type",
-        "tensor_elements",
-        "raw_flops",
-        "adjusted_flops",
-        "tensor_elements_transpose",
-        "flops_transpose",
-        "adjusted_flops_transpose",
-        "scalar_activation_fn",
-    },
-    "DmaPacketAggregated": {
-        "start_ts",
-        "end_ts",
-        "duration_ns",
-        "id",
-        "pcore_idx",
-        "block_id",
-        "queue_idx",
-        "queue_name",
-        "queue_type",
-        "op",
-        "variable",
-        "read_bytes",
-        "write_bytes",
-        "transfer_bytes",
-        "throughput",
-        "source",
-        "dest",
-        "semaphore_id",
-        "modular_flow_function",
-        "read_sbuf_partitions",
-        "read_num_sbuf_partitions",
-        "read_shape",
-        "read_offset",
-        "read_steps",
-        "write_sbuf_partitions",
-        "write_num_sbuf_partitions",
-        "write_shape",
-        "write_offset",
-        "write_steps",
-        "is_transpose_mode",
-        "transpose_element_size",
-        "transpose_shape",
-        "transpose_from_shape",
-        "transpose_to_shape",
-        "transpose_unroll_factor",
-        "trigger",
-        "completion",
-    },
-    "DmaPacket": {
-        "start_ts",
-        "end_ts",
-        "duration_ns",
-        "pcore_idx",
-        "id",
-        "packet_idx",
-        "packet_aggregation_id",
-        "engine_idx",
-        "read_bytes",
-        "write_bytes",
-        "transfer_bytes",
-        "throughput",
-        "queue_type",
-        "variable",
-        "queue_name",
-        "queue_idx",
-        "crc",
-    },
-    "CcOp": {
-        "start_ts",
-        "end_ts",
-        "duration_ns",
-        "operation",
-        "algorithm",
-        "num_elements",
-        "dtype",
-        "op_id",
-        "stream_id",
-        "stream_index",
-        "trigger_engine",
-        "input_size",
-        "output_size",
-        "algorithm_bandwidth",
-        "bus_bandwidth",
-        "trigger_start_ts",
-        "cc_trigger_start_delay",
-        "replica_group_id",
-        "replica_group",
-    },
-    "SystemProfileEvents": {
-        "id",
-        "name",
-        "start_ts",
-        "end_ts",
-        "duration_ns",
-        "trace_event_source",
-        "instance_id",
-        "process_id",
-        "thread_id",
-        "nc_idx",
-        "pcore_idx",
-        "worker_gid",
-        "flow_id",
-        "framework_stream_id",
-        "extra_attributes_json",
-    },
-}
 _ACTIVITY = ("Instruction", "DmaPacketAggregated", "DmaPacket", "CcOp", "SystemProfileEvents")
-_MARKERS = ("Metadata", "Summary", "SchemaFields", *_ACTIVITY)
+_MARKERS = ("Metadata", "Summary", "SchemaFields", "ActiveTime", *_ACTIVITY)
 
 
 def table_files(directory: Path) -> dict[str, list[Path]]:
@@ -261,6 +85,12 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     directory = Path(directory)
     files = table_files(directory)
     profile = DeviceProfile(source=directory, format="parquet", tables=sorted(files))
+    if not any(t in files for t in _ACTIVITY) and "Summary" in files:
+        profile.metrics_only = True
+        profile.summary_raw = _one_row(files, "Summary")
+        profile.metadata_raw = _one_row(files, "Metadata")
+        profile.warn("Summary table only: metrics, no instruction or DMA events")
+        return profile
     if not any(t in files for t in _ACTIVITY):
         raise TraceFormatError(
             "no activity tables (Instruction, DmaPacket[Aggregated], CcOp or SystemProfileEvents) in this "
@@ -290,6 +120,8 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
             profile.schema_version,
         )
         origin = first_hw if first_hw is not None and len(ins) and ins["start_ts"].min() >= first_hw else 0
+        if "ActiveTime" in files:
+            profile.active = active_intervals(_read(files["ActiveTime"], "ActiveTime"), profile, origin)
         profile.instructions = _instructions(ins, files, origin, profile)
     else:
         profile.warn("Instruction table missing: no engine activity in this profile")
@@ -333,7 +165,11 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     if first_hw is not None and last_hw is not None and last_hw > first_hw:
         profile.span_ns = last_hw - first_hw
     profile.wall_origin_ns = _wall_clock(meta.get("first_ts"))
-    profile.device = _int(meta.get("neuroncore_idx")) or 0
+    profile.device = core_index(meta.get("neuroncore_idx"), profile)
+    if "Warnings" in files:
+        from neuron_explorer.collectors.neuron.legacy_json import file_warnings
+
+        profile.file_warnings = file_warnings(_read(files["Warnings"], "Warnings").to_dict("records"))
     return profile
 
 
@@ -353,22 +189,27 @@ def _instructions(ins: pd.DataFrame, files: dict[str, list[Path]], origin: int, 
         else:
             src = F.resolve_stack_frames(df["stack_frame_ids"], *(_read(files[t], t) for t in needed))
             df[["src_file", "src_line", "src_func"]] = src[["src_file", "src_line", "src_func"]]
-    return F.finish_instructions(df, profile)
+    return F.finish_instructions(df, profile, profile.active)
 
 
 def _dmas(files: dict[str, list[Path]], origin: int, profile: DeviceProfile) -> pd.DataFrame:
-    table = "DmaPacketAggregated" if "DmaPacketAggregated" in files else "DmaPacket" if "DmaPacket" in files else None
-    if table is None:
+    """Transfers (``DmaPacketAggregated``) and packets (``DmaPacket``), kept apart (see ``dma``)."""
+    parts = []
+    for table, aggregated in (("DmaPacketAggregated", True), ("DmaPacket", False)):
+        if table not in files:
+            continue
+        dma = _read(files[table], table, [("start_ts",), ("end_ts", "duration_ns")], profile.schema_version)
+        profile.unknown_columns[table] = _unknown(dma, table)
+        args = F.records_json(dma)
+        df = F.times(dma.rename(columns=DMA_FIELDS), origin)
+        df["args"] = args
+        df["aggregated"] = aggregated
+        parts.append(df)
+    if not parts:
         profile.warn("DmaPacketAggregated and DmaPacket tables missing: no DMA activity in this profile")
         return pd.DataFrame()
-    dma = _read(files[table], table, [("start_ts",), ("end_ts", "duration_ns")], profile.schema_version)
-    profile.unknown_columns[table] = _unknown(dma, table)
-    if table == "DmaPacket":
-        profile.dma_granularity = "packet"
-    args = F.records_json(dma)
-    df = F.times(dma.rename(columns=DMA_FIELDS), origin)
-    df["args"] = args
-    return F.finish_dmas(df, profile)
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return mark_transfers(finish_dmas(df, profile), profile)
 
 
 def _one_row(files: dict[str, list[Path]], table: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer import __version__
-from neuron_explorer.reports.html import figures
+from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.reports.names import demangle
@@ -62,6 +62,22 @@ LINE_COLUMNS = (
     ("src_precision", "Precision", "text"),
 )
 
+OP_PERF_COLUMNS = (
+    ("name", "Op", "text"),
+    ("category", "Category", "text"),
+    ("shapes", "Shapes", "text"),
+    ("dtypes", "Dtypes", "text"),
+    ("count", "Calls", "int"),
+    ("kernel_ns", "Kernel time", "ns"),
+    ("gflops", "GFLOP/call", "float"),
+    ("data_moved_mb", "MiB/call", "float"),
+    ("tflops_per_s", "TFLOP/s", "float"),
+    ("tb_per_s", "TB/s", "float"),
+    ("bound", "Bound", "text"),
+    ("pct_of_peak", "% of roof", "pct"),
+    ("location", "File:line", "text"),
+)
+
 MEMORY_COLUMNS = (
     ("device", "Device", "text"),
     ("peak_allocated_bytes", "Peak allocated", "bytes"),
@@ -83,24 +99,35 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     ops = table(analysis.ops, OP_COLUMNS)
     line_rows = source_line_rows(analysis.source_lines, where)
     lines = table(line_rows, LINE_COLUMNS, titles={"location": "path"})
-    notes = _notes(timeline, kernels, ops, lines)
+    notes = [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
+    notes += _notes(timeline, kernels, ops, lines)
     if len(line_rows) and (line_rows.get("src_precision") == "function").any():
         notes.append(FUNCTION_LEVEL_HINT)
-    if len(analysis.breakdown) > figures.MAX_BARS:
-        notes.append(f"The step-time breakdown has {len(analysis.breakdown):,} bars, so it is drawn as a stacked area.")
+    if len(analysis.attribution) > figures.MAX_BARS:
+        notes.append(
+            f"The step-time breakdown has {len(analysis.attribution):,} bars, so it is drawn as a stacked area."
+        )
     return {
         "version": __version__,
         "header": header(trace, analysis, title),
         "findings": [finding_view(f, where) for f in analysis.findings],
         "skipped": [{"rule_id": str(r), "reason": str(why)} for r, why in analysis.skipped],
         "figures": {
-            "breakdown": figures.breakdown_figure(analysis.breakdown),
+            "breakdown": figures.breakdown_figure(analysis.attribution),
             "kernels": figures.top_bar_figure(analysis.kernels, "name", "total_ns", "Total device time"),
             "ops": figures.ops_figure(analysis.ops),
             "lines": figures.lines_figure(line_rows),
             "memory": figures.memory_figure(analysis.memory),
+            "roofline": perf_figures.roofline_figure(analysis.op_perf, analysis.perf_summary),
+            "op_categories": perf_figures.categories_figure(analysis.op_categories),
         },
-        "tables": {"kernels": kernels, "ops": ops, "lines": lines, "memory": memory_table(analysis.memory_summary)},
+        "tables": {
+            "kernels": kernels,
+            "ops": ops,
+            "lines": lines,
+            "memory": memory_table(analysis.memory_summary),
+            "op_perf": table(op_perf_rows(analysis.op_perf), OP_PERF_COLUMNS),
+        },
         "timeline": timeline,
         "strings": strings.values,
         "notes": notes,
@@ -184,6 +211,15 @@ def source_line_rows(lines: pd.DataFrame, where: Locations | None = None) -> pd.
     df["path"] = [f"{f}:{int(n)}" if n == n else str(f) for f, n in zip(files, nums)]
     df["code"] = [read_source_line(f, n) for f, n in zip(files, nums)]
     return df.drop(columns="_cost").reset_index(drop=True)
+
+
+def op_perf_rows(op_perf: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The op_perf table with kernel time in ns (the page formats ns) and one File:line column."""
+    if op_perf is None or not len(op_perf) or "kernel_time_us" not in op_perf:
+        return None
+    line = op_perf["src_line"].fillna(-1).astype("int64")
+    location = [f"{f}:{n}" if n >= 0 and isinstance(f, str) else None for f, n in zip(op_perf["src_file"], line)]
+    return op_perf.assign(kernel_ns=op_perf["kernel_time_us"] * 1e3, location=location)
 
 
 def memory_table(summary: dict[str, Any] | None) -> dict[str, Any]:

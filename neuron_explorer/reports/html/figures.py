@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_explorer.analyzers.attribution import CATEGORIES, HOST_ONLY_LABELS
 from neuron_explorer.reports.colors import CATEGORY_COLORS, part_color
 from neuron_explorer.reports.html.escape import plotly_text
 from neuron_explorer.reports.names import demangle, short_kernel_name
@@ -23,32 +24,26 @@ TOP_N = 15
 MAX_BARS = 240
 #: Points per memory series at most (peaks are kept: each bin keeps its maximum).
 MEMORY_POINTS = 4_000
-#: Breakdown parts, in stacking order, with their labels.
-BREAKDOWN_PARTS = (
-    ("compute_ns", "compute"),
-    ("communication_ns", "communication (exposed)"),
-    ("memcpy_ns", "memcpy"),
-    ("memset_ns", "memset"),
-    ("host_exposed_ns", "host (device waits)"),
-    ("idle_ns", "idle"),
-)
-HOST_ONLY_NAMES = {"host_exposed_ns": "in framework ops", "idle_ns": "outside ops (Python, data loading, waits)"}
+#: Step-time attribution categories, in stacking (priority) order, with their labels.
+BREAKDOWN_PARTS = tuple((f"{name}_ns", label) for name, label in CATEGORIES)
+HOST_ONLY_NAMES = {f"{name}_ns": label for name, label in HOST_ONLY_LABELS.items()}
 LABEL_CHARS = 60
 NS_PER_MS = 1e6
 
 
 def breakdown_figure(breakdown: pd.DataFrame | None) -> dict[str, Any] | None:
-    """Stacked bars of each step's wall time by part, per rank (and device) when several."""
+    """Stacked bars of each step's wall time by attribution category (``Analysis.attribution``),
+    per rank (and device) when several."""
     if breakdown is None or not len(breakdown) or "wall_ns" not in breakdown:
         return None
     df = breakdown.sort_values([c for c in ("rank", "step", "device") if c in breakdown.columns], kind="stable")
     labels = _step_labels(df)
-    # Without a device the parts mean "in framework ops" and "outside them" (Python, data loading).
+    # Without a device, the compute is the framework ops on the CPU.
     host_only = "device_type" in df and (df["device_type"].astype(str) == "cpu").all()
     names = HOST_ONLY_NAMES if host_only else dict(BREAKDOWN_PARTS)
     data = []
     for col, name in ((c, names.get(c, n)) for c, n in BREAKDOWN_PARTS):
-        if col not in df.columns or (host_only and col not in names):
+        if col not in df.columns or not pd.to_numeric(df[col], errors="coerce").fillna(0).any():
             continue
         ms = (pd.to_numeric(df[col], errors="coerce").fillna(0).to_numpy(np.float64) / NS_PER_MS).round(4)
         wall = pd.to_numeric(df["wall_ns"], errors="coerce").fillna(0).to_numpy(np.float64)

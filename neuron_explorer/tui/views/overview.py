@@ -31,11 +31,14 @@ PARTS: tuple[tuple[str, str, str], ...] = tuple(
     (key, label, part_color(key))
     for key, label in (
         ("compute_ns", "compute"),
-        ("communication_ns", "communication"),
-        ("memcpy_ns", "memcpy"),
-        ("memset_ns", "memset"),
-        ("host_exposed_ns", "host exposed"),
-        ("idle_ns", "idle"),
+        ("communication_ns", "comm"),
+        ("copy_ns", "copy"),
+        ("host_blocked_ns", "host blocked"),
+        ("device_wait_ns", "device wait"),
+        ("data_loading_ns", "data"),
+        ("host_launch_ns", "host launch"),
+        ("host_python_ns", "python"),
+        ("untraced_ns", "untraced"),
     )
 )
 BAR_WIDTH = 50
@@ -120,7 +123,7 @@ class OverviewPane(VerticalScroll):
         self.query_one("#overview-devices", Static).update(body)
 
     def show_analysis(self, analysis: Analysis) -> None:
-        self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.breakdown))
+        self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.attribution))
         verdict = str(analysis.summary.get("verdict") or "")
         findings = analysis.findings[:TOP_FINDINGS]
         table = Table(box=None, header_style="bold", expand=True)
@@ -130,6 +133,11 @@ class OverviewPane(VerticalScroll):
         for f in findings:
             table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.title, fmt_ns(f.cost_ns))
         parts: list = [Text(verdict, style="bold")] if verdict else []
+        # A Neuron export's own warnings (e.g. its DMA figures may be wrong) come before the findings.
+        parts += [
+            Text(f"The profile itself warns: {w}", style="yellow")
+            for w in analysis.summary.get("profile_warnings") or []
+        ]
         parts.append(table if findings else Text("no findings: no rule fired", style="green"))
         if len(analysis.findings) > TOP_FINDINGS:
             parts.append(Text(f"… {len(analysis.findings) - TOP_FINDINGS} more in Findings (2)", style="dim"))
@@ -151,7 +159,7 @@ def breakdown_renderable(breakdown: pd.DataFrame | None) -> Table | Text:
     """One stacked bar per (rank, device): the parts of step wall time summed over steps."""
     if breakdown is None or len(breakdown) == 0:
         return Text("no step breakdown (no device work or steps)", style="dim")
-    parts = [p for p in PARTS if p[0] in breakdown.columns]
+    parts = [p for p in PARTS if p[0] in breakdown.columns and breakdown[p[0]].sum() > 0]
     keys = [k for k in ("rank", "device_type", "device") if k in breakdown.columns]
     sums = breakdown.groupby(keys, dropna=False)[["wall_ns", *[p[0] for p in parts]]].sum().reset_index()
     table = Table(box=None, header_style="bold")

@@ -424,6 +424,9 @@
   renderTable("kernels");
   plot("ops", F.ops, "No framework ops in this trace.");
   renderTable("ops");
+  plot("roofline", F.roofline, "No performance models: record with record_shapes=True so op input shapes are in the trace.");
+  plot("op_categories", F.op_categories, "No device work to categorize.");
+  renderTable("op_perf");
   plot("lines", F.lines, "No source-line attribution in this trace: record with with_stack=True (or neuron-explorer record) to map time to lines of code.");
   renderTable("lines");
   plot("memory", F.memory, "No memory events in this trace: record with neuron-explorer record --memory (or profile_memory=True) to see a memory timeline.");

@@ -1,0 +1,275 @@
+"""``diff_traces(base, new)``: what got slower between two traces, where in the code, how sure.
+
+Compared per step (docs/diff.md): the step time and every step-time attribution category;
+kernels by name and by name + input shapes; ops (framework ops and runtime calls) by name and
+by name + input shapes; source lines (matched across code versions); collectives by name and
+message size. Each change has a per-step difference, its confidence over steps and, for
+kernels, ops and collectives, the source line it came from. ``gate`` is the CI check.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.analyzers.analysis import _jsonable, analyze, records
+from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.diff.compare import attach_lines, compare_items, compare_lines, compare_metrics
+from neuron_explorer.analyzers.diff.lines import ReadLines
+from neuron_explorer.analyzers.diff.sides import FAMILY_KEYS, Side, build_side, warmup_steps
+from neuron_explorer.analyzers.diff.stats import MIN_STEPS
+from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.trace.model import Trace
+
+#: Version of the JSON document ``TraceDiff.to_dict`` produces (docs/diff.md).
+DIFF_SCHEMA_VERSION = "1.0.0"
+#: A change is "confident" when this share of bootstrap replicates agree on its sign.
+CONFIDENCE = 0.95
+#: Tables of items, in report order.
+TABLES = ("ops", "kernels", "source_lines", "collectives", "op_shapes", "kernel_shapes")
+#: Families whose changes make up the answer (each named with its source line).
+ANSWER_FAMILIES = ("ops", "kernels", "collectives")
+#: The answer leaves out changes smaller than this share of the base step time (in %): a
+#: confident +2 us on a 10 ms step is real but not what anyone is looking for.
+MIN_ANSWER_PCT = 0.5
+#: Longest item name in an answer sentence (C++ kernel names run to thousands of characters).
+MAX_LABEL = 80
+
+
+class DiffError(AnalysisError):
+    """Two traces cannot be compared, or a diff option is invalid."""
+
+
+@dataclass
+class TraceDiff:
+    """The comparison of two traces. Times are per step (``*_ns``), counts per step."""
+
+    base: dict[str, Any]
+    new: dict[str, Any]
+    metrics: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+    answer: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    confidence_level: float = CONFIDENCE
+
+    @property
+    def enough_steps(self) -> bool:
+        return min(self.base["num_steps"], self.new["num_steps"]) >= MIN_STEPS
+
+    @property
+    def categories(self) -> list[str]:
+        return [m for m in self.metrics["metric"] if m != "step"]
+
+    def regressions(self, table: str) -> pd.DataFrame:
+        """Rows of ``table`` that got slower, confidently (or on the point estimate when there
+        are not enough steps to tell), most per-step time first."""
+        t = self.tables[table]
+        ok = t["confidence"].isna() if not self.enough_steps else t["confidence"] >= self.confidence_level
+        return t[(t["delta_ns"] > 0) & ok].sort_values("delta_ns", ascending=False, kind="stable")
+
+    def improvements(self, table: str) -> pd.DataFrame:
+        t = self.tables[table]
+        ok = t["confidence"].isna() if not self.enough_steps else t["confidence"] >= self.confidence_level
+        return t[(t["delta_ns"] < 0) & ok].sort_values("delta_ns", kind="stable")
+
+    def to_dict(self, max_rows: int = 50) -> dict[str, Any]:
+        """The JSON document of ``diff --format json`` (schema in docs/diff.md)."""
+        return {
+            "schema_version": DIFF_SCHEMA_VERSION,
+            "base": _jsonable(self.base),
+            "new": _jsonable(self.new),
+            "enough_steps": self.enough_steps,
+            "confidence_level": self.confidence_level,
+            "metrics": records(self.metrics),
+            "answer": [_jsonable(a) for a in self.answer],
+            "notes": list(self.notes),
+            "tables": {name: records(t, max_rows) for name, t in self.tables.items()},
+        }
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One gated metric: its regression as a % of the base step time, and whether it fails."""
+
+    metric: str
+    delta_pct: float
+    confidence: float
+    failed: bool
+
+    def describe(self) -> str:
+        conf = "not enough steps" if math.isnan(self.confidence) else f"confidence {100 * self.confidence:.0f}%"
+        return f"{self.metric}: {self.delta_pct:+.1f}% of step time ({conf})"
+
+
+def diff_traces(
+    base: Trace,
+    new: Trace,
+    *,
+    read_lines: ReadLines | None = None,
+    include_warmup: bool = False,
+    confidence: float = CONFIDENCE,
+    base_analysis: Any = None,
+    new_analysis: Any = None,
+) -> TraceDiff:
+    """Compare ``new`` against ``base``. ``read_lines(path)`` (the lines of a source file, or
+    None) lets lines match across code versions; analyses already computed can be passed in."""
+    frames = [TraceFrames(base), TraceFrames(new)]  # shared with the analyses: each column converted once
+    analyses = [
+        a if a is not None else analyze(t, rules=[], frames=f)
+        for t, a, f in zip((base, new), (base_analysis, new_analysis), frames)
+    ]
+    skip = 0 if include_warmup else max(warmup_steps(a) for a in analyses)
+    b, n = (build_side(t, a, f, skip) for t, a, f in zip((base, new), analyses, frames))
+    tables: dict[str, pd.DataFrame] = {}
+    for name in TABLES:
+        if name == "source_lines":
+            tables[name] = compare_lines(b, n, read_lines)
+            continue
+        keys = list(FAMILY_KEYS[name])
+        t = compare_items(b.items[name], n.items[name], keys, b.num_samples, n.num_samples)
+        tables[name] = attach_lines(t, name, b, n, read_lines) if name in ANSWER_FAMILIES else t.assign(line="")
+        tables[name].insert(0, "label", _labels(tables[name], keys))
+    d = TraceDiff(
+        base=_side_summary(b),
+        new=_side_summary(n),
+        metrics=compare_metrics(b, n),
+        tables=tables,
+        answer=[],
+        confidence_level=confidence,
+    )
+    d.answer = _answer(d)
+    d.notes = _notes(d, b, n)
+    return d
+
+
+def _labels(table: pd.DataFrame, keys: list[str]) -> list[str]:
+    if keys == ["name"]:
+        return table["name"].astype(str).tolist()
+    if keys == ["name", "bytes"]:
+        return [f"{n} ({_size(int(s))})" if s >= 0 else str(n) for n, s in zip(table["name"], table["bytes"])]
+    return [f"{n} {s}" if s else str(n) for n, s in zip(table["name"], table["shapes"])]
+
+
+def _size(nbytes: int) -> str:
+    size = float(nbytes)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def _side_summary(side: Side) -> dict[str, Any]:
+    m = side.metrics
+    return {
+        "source": side.source,
+        "num_steps": side.num_samples,
+        "has_steps": side.has_steps,
+        "warmup_dropped": side.warmup_dropped,
+        "ranks": sorted(int(r) for r in side.samples["rank"].unique()),
+        "step_mean_ns": float(m["step_ns"].mean()) if len(m) else 0.0,
+        "categories": side.categories,
+    }
+
+
+def _answer(d: TraceDiff, limit: int = 5) -> list[dict[str, Any]]:
+    """The biggest confident regressions of ops, kernels and collectives, each with the source
+    line it came from: "+30.8 ms per step: `cudaMemcpyAsync` 38 -> 802 calls, from model.py:88"."""
+    rows = []
+    floor = MIN_ANSWER_PCT / 100 * d.base["step_mean_ns"]
+    for family in ANSWER_FAMILIES:
+        r = d.regressions(family)
+        r = r[r["delta_ns"] >= floor].head(limit)
+        rows += [dict(row, family=family) for row in r.to_dict(orient="records")]
+    rows.sort(key=lambda r: -r["delta_ns"])
+    out = []
+    for r in rows[:limit]:
+        out.append(
+            {
+                "family": r["family"],
+                "label": r["label"],
+                "delta_ns": float(r["delta_ns"]),
+                "base_count": float(r["base_count"]),
+                "new_count": float(r["new_count"]),
+                "status": r["status"],
+                "confidence": None if np.isnan(r["confidence"]) else float(r["confidence"]),
+                "line": r["line"],
+                "text": _sentence(r),
+            }
+        )
+    return out
+
+
+def _sentence(r: dict[str, Any]) -> str:
+    what = "calls" if r["family"] == "ops" else "launches"
+    count = f"{_count(r['base_count'])} -> {_count(r['new_count'])} {what}"
+    label = r["label"] if len(r["label"]) <= MAX_LABEL else r["label"][: MAX_LABEL - 3] + "..."
+    text = f"+{_ms(r['delta_ns'])} per step: `{label}` {count}"
+    if r["status"] == "new":
+        text += " (new)"
+    return text + (f", from `{r['line']}`" if r["line"] else "")
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f} ms" if abs(ns) >= 1e6 else f"{ns / 1e3:.1f} us"
+
+
+def _count(x: float) -> str:
+    return f"{x:.0f}" if abs(x - round(x)) < 0.05 or x >= 100 else f"{x:.1f}"
+
+
+def _notes(d: TraceDiff, b: Side, n: Side) -> list[str]:
+    notes = []
+    for label, s in (("base", b), ("new", n)):
+        if not s.has_steps:
+            notes.append(f"{label} has no ProfilerStep spans: the whole trace is one window (one step)")
+        if s.warmup_dropped:
+            notes.append(
+                f"{label}: the first {s.warmup_dropped} step(s) left out as warm-up, as many on both sides "
+                "(--include-warmup keeps them)"
+            )
+    if not d.enough_steps:
+        notes.append(
+            f"not enough steps for a confidence (fewer than {MIN_STEPS} per side): "
+            "changes are point estimates and the gate uses them as they are"
+        )
+    if b.categories != n.categories:
+        notes.append("the two traces have different attribution categories; a missing one counts as 0")
+    return notes
+
+
+def gate_metrics(d: TraceDiff, wanted: list[str] | None) -> list[str]:
+    """The metric names ``--metric`` selects: "step", category names, "categories", "all"."""
+    known = ["step", *d.categories]
+    if not wanted:
+        return known
+    out: list[str] = []
+    for w in wanted:
+        w = w.strip().removesuffix("_ns")
+        if w == "all":
+            out += known
+        elif w == "categories":
+            out += d.categories
+        elif w in known:
+            out.append(w)
+        else:
+            raise DiffError(f"--metric {w!r}: unknown metric (known: {', '.join(known)}, categories, all)")
+    return list(dict.fromkeys(out))
+
+
+def gate(d: TraceDiff, pct: float, metrics: list[str] | None = None) -> list[GateCheck]:
+    """Each selected metric: failed when it regressed by more than ``pct`` % of the base step
+    time and the regression is confident (with too few steps: on the point estimate alone)."""
+    rows = d.metrics.set_index("metric")
+    checks = []
+    for name in gate_metrics(d, metrics):
+        r = rows.loc[name]
+        conf = float(r["confidence"])
+        delta = float(r["delta_pct"]) if not math.isnan(r["delta_pct"]) else 0.0
+        sure = math.isnan(conf) or conf >= d.confidence_level
+        checks.append(GateCheck(name, delta, conf, bool(delta > pct and sure)))
+    return checks

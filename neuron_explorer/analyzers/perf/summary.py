@@ -1,0 +1,83 @@
+"""The device spec an analysis uses, its coverage figures and Trainium's MFU / HFU / MBU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.perf import devices
+from neuron_explorer.analyzers.perf.devices import DeviceSpec
+from neuron_explorer.analyzers.perf.op_perf import op_perf
+
+
+def resolve_spec(frames: TraceFrames, device_spec: DeviceSpec | str | None) -> tuple[DeviceSpec | None, str]:
+    """The spec to use and where it came from: ``--device-spec`` (a name or TOML file) or the
+    device name in the trace metadata."""
+    if isinstance(device_spec, DeviceSpec):
+        return device_spec, "given"
+    if device_spec:
+        return devices.load_spec(device_spec), f"--device-spec {device_spec}"
+    names = devices.device_names(frames.metadata)
+    spec = devices.detect(names)
+    if spec is None:
+        return None, f"not detected (device names: {', '.join(sorted(set(names))) or 'none'})"
+    return spec, f"trace device name {next(n for n in names if devices.detect([n]) is spec)!r}"
+
+
+def perf_tables(
+    frames: TraceFrames, device_spec: DeviceSpec | str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(op_perf, op_categories, perf_summary) of one trace; see the package docstring."""
+    spec, source = resolve_spec(frames, device_spec)
+    table, cats = op_perf(frames, spec)
+    host_only = not len(frames.device)
+    total = float(cats["kernel_time_us"].sum()) if len(cats) else 0.0
+    modelled = float((cats["kernel_time_us"] * cats["modelled_pct"].fillna(0) / 100).sum()) if len(cats) else 0.0
+    other = float(cats.loc[cats["category"] == "other", "kernel_time_us"].sum()) if len(cats) else 0.0
+    summary: dict[str, Any] = {
+        "device": spec.to_dict() if spec else None,
+        "device_source": source,
+        # on a host-only (CPU) trace the ops' own host time stands in for kernel time
+        "time_source": "host op self time" if host_only else "device kernels",
+        "device_time_us": total,
+        "categorized_pct": 100.0 * (total - other) / total if total else None,
+        "modelled_pct": 100.0 * modelled / total if total else None,
+        "op_groups": len(table),
+        "modelled_groups": int(table["gflops"].notna().sum()) if len(table) else 0,
+    }
+    neuron = neuron_utilization(frames, spec)
+    if neuron:
+        summary["neuron"] = neuron
+    return table, cats, summary
+
+
+def _num(d: dict[str, Any], key: str) -> float | None:
+    v = d.get(key)
+    return float(v) if isinstance(v, (int, float)) and np.isfinite(v) else None
+
+
+def neuron_utilization(frames: TraceFrames, spec: DeviceSpec | None) -> list[dict[str, Any]]:
+    """Per NeuronCore: MFU and HFU as the Neuron profile's summary states them, and MBU (HBM
+    bytes read + written over the run, against the HBM bandwidth the profile or the spec
+    names). Only what the trace metadata already carries; nothing is estimated here."""
+    out = []
+    props = {int(p.get("id", -1)): p for p in frames.device_properties if isinstance(p, dict)}
+    for d in (frames.metadata.get("neuron") or {}).get("devices") or []:
+        m = d.get("metrics") or {}
+        row: dict[str, Any] = {"device": d.get("device")}
+        for key, name in (("mfu_estimated_pct", "mfu_pct"), ("hfu_estimated_pct", "hfu_pct")):
+            if _num(m, key) is not None:
+                row[name] = _num(m, key)
+        total_ns = _num(m, "total_time_ns")
+        hbm = sum(v for v in (_num(m, "hbm_read_bytes"), _num(m, "hbm_write_bytes")) if v is not None)
+        bw = _num(props.get(int(d.get("device", -1) or 0), {}), "hbm_ddr_bandwidth_bytes_per_s")
+        if bw is None and spec is not None:
+            bw = spec.mem_bw
+        if total_ns and hbm and bw:
+            row["mbu_pct"] = 100.0 * hbm / (total_ns / 1e9) / bw
+        if len(row) > 1:
+            out.append(row)
+    return out

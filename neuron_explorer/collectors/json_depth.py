@@ -1,0 +1,92 @@
+"""JSON nested deeper than the decoder's recursion limit, handled without recursion.
+
+msgspec (like every recursive decoder) gives up near 1,000 levels of nesting, even for a value
+it only skips or keeps raw. A trace whose ``args`` nest 20,000 levels deep is still a trace:
+such a value is cut out of the text before decoding (a flat scan of brackets and strings, only
+run after the fast decode failed), replaced by a placeholder, and put back afterwards, so an
+event's ``args`` text is kept byte for byte. A deep value in any other event field drops the
+event; a deep top-level metadata value is ignored. Each is counted as a repair.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+#: Containers nested deeper than this inside one value get cut out (well under msgspec's ~1,000).
+DEPTH_LIMIT = 200
+DEEP_ARGS = f"args nested deeper than {DEPTH_LIMIT} levels (typed fields not read)"
+DEEP_FIELD = f"a field other than args nested deeper than {DEPTH_LIMIT} levels"
+DEEP_METADATA = f"top-level key nested deeper than {DEPTH_LIMIT} levels"
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+_MARK = "\x00neuron-explorer:deep:"
+_MARK_JSON = b'"\\u0000neuron-explorer:deep:'
+
+
+def shallow(blob: bytes, level: int) -> tuple[bytes, list[bytes]]:
+    """``blob`` with every container at stack index ``level`` (0: the outermost) that holds
+    nesting deeper than ``DEPTH_LIMIT`` replaced by a placeholder string (``"\\u0000...:k"``),
+    and the replaced texts (``k`` indexes them). Text it cannot balance is left as it is."""
+    stack: list[int] = []
+    deep_at_level: set[int] = set()
+    spans: list[tuple[int, int]] = []
+    for m in _TOKEN.finditer(blob):
+        tok = m.group()
+        c = tok[:1]
+        if c == b'"':
+            continue
+        if c in b"[{":
+            stack.append(m.start())
+            if len(stack) > DEPTH_LIMIT + level and len(stack) > level:
+                deep_at_level.add(stack[level])
+        elif stack:
+            start = stack.pop()
+            if len(stack) == level and start in deep_at_level:
+                spans.append((start, m.end()))
+    if not spans:
+        return blob, []
+    out: list[bytes] = []
+    stash: list[bytes] = []
+    pos = 0
+    for start, end in spans:
+        out.append(blob[pos:start])
+        out.append(_MARK_JSON + str(len(stash)).encode() + b'"')
+        stash.append(blob[start:end])
+        pos = end
+    out.append(blob[pos:])
+    return b"".join(out), stash
+
+
+def placeholder_index(raw: bytes) -> int | None:
+    """The stash index of a placeholder's raw JSON text, else None."""
+    if raw.startswith(_MARK_JSON) and raw.endswith(b'"'):
+        digits = raw[len(_MARK_JSON) : -1]
+        return int(digits) if digits.isdigit() else None
+    return None
+
+
+def is_placeholder(value: Any) -> bool:
+    return type(value) is str and value.startswith(_MARK)
+
+
+def decode_metadata(text: bytes) -> tuple[dict[str, Any], int]:
+    """A JSON object's members, each decoded; members nested too deep are left out (their
+    count returned)."""
+    try:
+        return msgspec.json.decode(text), 0
+    except RecursionError:
+        pass
+    flat, _ = shallow(text, 1)
+    try:
+        obj = msgspec.json.decode(flat)
+    except RecursionError:
+        raise msgspec.DecodeError(f"JSON nested deeper than {DEPTH_LIMIT} levels outside the events") from None
+    if not isinstance(obj, dict):
+        return obj, 0
+    deep = [k for k, v in obj.items() if is_placeholder(v)]
+    for k in deep:
+        del obj[k]
+    return obj, len(deep)

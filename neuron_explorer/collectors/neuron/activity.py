@@ -1,0 +1,92 @@
+"""When the NeuronCore engines really worked: the active-time table and semaphore waits.
+
+An engine that waits on a semaphore runs an instruction (``EVENT_SEMAPHORE``) for as long as
+it waits: on a mostly idle core those waits cover almost the whole run. The export's own
+active-time table (legacy ``active_time``, Parquet ``ActiveTime``) lists each engine's busy
+intervals without them; its union per engine is the Summary's engine active time (confirmed on
+real files). So engine active time comes from that table when present, and an instruction is a
+*wait* when its opcode is a semaphore wait or, where the engine has active intervals, when less
+than half of it lies inside them. Waits stay in the trace as annotations on their engine's
+queue, never as compute.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.collectors.neuron.frames import times
+from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_engine
+
+WAIT_OPCODE = re.compile(r"SEMAPHORE|^WAIT|_WAIT$|^SEM_", re.I)
+#: An instruction is a wait when less than this share of it lies inside its engine's active time.
+MIN_ACTIVE_SHARE = 0.5
+
+
+def active_intervals(df: pd.DataFrame, profile: DeviceProfile, origin: int) -> pd.DataFrame:
+    """Active-time rows as ``engine`` (canonical), ``pcore``, ``start_ns``, ``dur_ns``."""
+    if not len(df) or "start_ts" not in df or not ({"end_ts", "duration_ns"} & set(df.columns)):
+        if len(df):
+            profile.warn(
+                "active-time table lacks start_ts and end_ts/duration_ns: engine active time from instructions"
+            )
+        return pd.DataFrame(columns=["engine", "pcore", "start_ns", "dur_ns"])
+    out = df.rename(columns={"start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns"})
+    out = times(out.copy(), origin)
+    engine = out["engine"] if "engine" in out else pd.Series(None, index=out.index)
+    cats = engine.astype(object).where(engine.notna(), "").astype(str).astype("category")
+    out["engine"] = cats.map({c: canonical_engine(c) for c in cats.cat.categories}).astype(object)
+    pcore = out["pcore_idx"] if "pcore_idx" in out else pd.Series(0, index=out.index)
+    out["pcore"] = pd.to_numeric(pcore, errors="coerce").fillna(0).astype(np.int64)
+    return out.loc[out["engine"].notna(), ["engine", "pcore", "start_ns", "dur_ns"]].reset_index(drop=True)
+
+
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.nonzero(new)[0]
+    return s[new], np.maximum.reduceat(run_end, idx)
+
+
+def _covered_before(us: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray:
+    lengths = np.concatenate([[0], np.cumsum(ue - us)])
+    i = np.searchsorted(us, t, side="right")
+    j = np.maximum(i - 1, 0)
+    partial = np.clip(t - us[j], 0, (ue - us)[j])
+    return np.where(i > 0, lengths[j] + partial, 0)
+
+
+def mark_waits(ins: pd.DataFrame, active: pd.DataFrame) -> tuple[np.ndarray, bool]:
+    """``is_wait`` of every instruction (vectorized per engine), and whether the active-time
+    table lines up with the instructions at all.
+
+    A table on another clock (or another run) would make every instruction look like a wait, so
+    it is trusted only when at least half of the time of the instructions that are not
+    semaphore waits by opcode lies inside it; otherwise waits are found by opcode alone.
+    """
+    wait = ins["opcode"].astype(str).str.contains(WAIT_OPCODE, na=False).to_numpy()
+    if not len(active) or not len(ins):
+        return wait, True
+    start = ins["start_ns"].to_numpy(np.int64)
+    end = start + ins["dur_ns"].to_numpy(np.int64)
+    inside = np.zeros(len(ins), np.int64)
+    checked = np.zeros(len(ins), bool)
+    for (engine, pcore), rows in active.groupby(["engine", "pcore"]):  # a few engines, not events
+        mask = (ins["engine"].to_numpy() == engine) & (ins["pcore"].to_numpy() == pcore)
+        if not mask.any():
+            continue
+        a0 = rows["start_ns"].to_numpy(np.int64)
+        us, ue = _merged(a0, a0 + rows["dur_ns"].to_numpy(np.int64))
+        inside[mask] = _covered_before(us, ue, end[mask]) - _covered_before(us, ue, start[mask])
+        checked |= mask
+    dur = end - start
+    work = checked & ~wait
+    if work.any() and inside[work].sum() < 0.5 * dur[work].sum():
+        return wait, False
+    outside = checked & (dur > 0) & (inside < MIN_ACTIVE_SHARE * dur)
+    return wait | outside, True

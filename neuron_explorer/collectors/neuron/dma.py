@@ -1,0 +1,136 @@
+"""DMA rows of both Neuron formats: queue names and types, transfers versus packets, flags.
+
+Real exports list DMA *packets* and, beside them, *aggregated transfers* whose packets are also
+listed (legacy JSON ``aggregated: "yes"``; Parquet ``DmaPacketAggregated`` beside ``DmaPacket``).
+Counting every row would count a transfer's bytes twice, so each row gets ``is_transfer``: when
+the profile has aggregated rows, they are the transfers and every other row is a packet; without
+them, every row that is not flagged ``duplicate`` is a transfer. Packets stay in the trace (as
+annotations on their queue), transfers become the ``memcpy`` events the rules count.
+
+Queues: the legacy ``subgroup`` is ``<queue>-Q<n>-E<engine>`` (queue x DMA engine), so it is not
+the queue; the real names and types are in ``dma_queues_info`` (``q_name``, ``q_type``,
+``q_idx``). A queue is spill traffic when its type says so (``q_type``); only when no type is
+known does its name decide (``qSyncSpillReload0`` carries weights: its type says ``weights``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.collectors.neuron.frames import ensure, flags, memory_location, pcore_index
+from neuron_explorer.collectors.neuron.model import DeviceProfile
+
+_SPILL = re.compile(r"spill|reload", re.I)
+_SUBGROUP = r"^(?P<prefix>.*?)-?Q(?P<q>\d+)-E(?P<e>\d+)$"
+
+
+def queue_table(records: Any) -> pd.DataFrame:
+    """``dma_queues_info`` (or a Parquet queue table) as ``q_name``, ``q_type``, ``q_idx``."""
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+        return pd.DataFrame(columns=["q_name", "q_type", "q_idx"])
+    df = pd.DataFrame.from_records(records)
+    df = ensure(df, {"q_name": None, "q_type": None, "q_idx": np.nan})
+    df["q_idx"] = pd.to_numeric(df["q_idx"], errors="coerce")
+    df["q_name"] = df["q_name"].where(df["q_name"].notna(), None)
+    return df[["q_name", "q_type", "q_idx"]]
+
+
+def _text(series: pd.Series) -> pd.Series:
+    return series.astype(object).where(series.notna(), "").astype(str).str.strip()
+
+
+def resolve_queues(df: pd.DataFrame, info: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The queue name and type of every DMA row (see the module docstring for the order)."""
+    n = len(df)
+    name = _text(df["queue"]) if "queue" in df else pd.Series("", index=df.index)
+    qidx = pd.Series(np.nan, index=df.index)
+    if "dma_queue" in df:
+        dq = df["dma_queue"]
+        num = pd.to_numeric(dq, errors="coerce")
+        qidx = qidx.fillna(num)
+        text = _text(dq)
+        name = name.where(name != "", text.where(num.isna() & (text != ""), ""))
+    if "subgroup" in df:
+        # Few distinct subgroups among many rows: parse each once.
+        codes, uniques = pd.factorize(_text(df["subgroup"]))
+        parsed = pd.Series(uniques, dtype=object).str.extract(_SUBGROUP)
+        sub_q = pd.to_numeric(parsed["q"], errors="coerce").to_numpy(np.float64)
+        sub_prefix = parsed["prefix"].fillna("").to_numpy(dtype=object)
+        qidx = qidx.fillna(pd.Series(sub_q[codes] if len(uniques) else np.nan, index=df.index))
+        name = name.where(name != "", pd.Series(sub_prefix[codes] if len(uniques) else "", index=df.index))
+    if "queue_idx" in df:
+        qidx = qidx.fillna(pd.to_numeric(df["queue_idx"], errors="coerce"))
+    qidx = qidx.where(np.isfinite(qidx) & (qidx == np.round(qidx)) & (qidx.abs() < 2**31))
+    by_idx = info.dropna(subset=["q_idx", "q_name"]).drop_duplicates("q_idx")
+    if len(by_idx):
+        looked = qidx.map(dict(zip(by_idx["q_idx"], by_idx["q_name"].astype(str))))
+        name = name.where(name != "", looked.fillna(""))
+    fallback = pd.Series("dma_queue", index=df.index)
+    if "subgroup" in df:
+        fallback = _text(df["subgroup"]).where(lambda s: s != "", fallback)
+    fallback = ("queue " + qidx.astype("Int64").astype(str)).where(qidx.notna(), fallback)
+    name = name.where(name != "", fallback) if n else name
+    types = pd.Series(None, index=df.index, dtype=object)
+    named = info.dropna(subset=["q_name"]).drop_duplicates("q_name")
+    if len(named):
+        types = name.map(dict(zip(named["q_name"].astype(str), named["q_type"])))
+    if "queue_type" in df:
+        types = types.where(types.notna(), df["queue_type"])
+    return name.astype(str), types.astype(object).where(types.notna(), None)
+
+
+def finish_dmas(df: pd.DataFrame, profile: DeviceProfile, info: pd.DataFrame | None = None) -> pd.DataFrame:
+    """DMA rows with ``queue``, ``queue_type``, memories, ``bytes`` and the boolean flags."""
+    info = info if info is not None else queue_table(None)
+    df = ensure(
+        df,
+        {
+            "engine_idx": -1,
+            "pcore": 0,
+            "bytes": np.nan,
+            "read_bytes": np.nan,
+            "write_bytes": np.nan,
+            "source": None,
+            "dest": None,
+            "variable": None,
+            "throughput": np.nan,
+            "is_cc": False,
+            "aggregated": False,
+            "duplicate": False,
+        },
+    )
+    b = pd.to_numeric(df["bytes"], errors="coerce")
+    for alt in ("write_bytes", "read_bytes"):
+        b = b.where(b.notna(), pd.to_numeric(df[alt], errors="coerce"))
+    df["bytes"] = b
+    df["queue"], df["queue_type"] = resolve_queues(df, info)
+    df["pcore"] = pcore_index(df["pcore"])
+    df["src_mem"] = memory_location(df["source"])
+    df["dst_mem"] = memory_location(df["dest"])
+    typed = df["queue_type"].notna()
+    by_type = df["queue_type"].astype(str).str.contains(_SPILL, na=False)
+    by_name = df["queue"].str.contains(_SPILL, na=False) | df["variable"].astype(str).str.contains(_SPILL, na=False)
+    df["is_spill"] = np.where(typed, by_type, by_name)
+    df["is_cc"] = flags(df["is_cc"])
+    df["aggregated"] = flags(df["aggregated"])
+    df["duplicate"] = flags(df["duplicate"])
+    return df
+
+
+def mark_transfers(df: pd.DataFrame, profile: DeviceProfile) -> pd.DataFrame:
+    """``is_transfer`` on every row (see the module docstring); sets ``dma_granularity``."""
+    if not len(df):
+        return df
+    agg = df["aggregated"].to_numpy(bool)
+    dup = df["duplicate"].to_numpy(bool)
+    if agg.any():
+        df["is_transfer"] = agg & ~dup
+        profile.dma_granularity = "transfer"
+    else:
+        df["is_transfer"] = ~dup
+        profile.dma_granularity = "packet"
+    return df

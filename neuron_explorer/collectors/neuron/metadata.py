@@ -1,0 +1,135 @@
+"""The trace metadata of imported Neuron profiles: metrics with units, the Operator Table,
+warnings, device properties (``metadata["neuron"]``, documented in docs/neuron.md)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from neuron_explorer import __version__
+from neuron_explorer.collectors.neuron.align import Alignment
+from neuron_explorer.collectors.neuron.model import ENGINES, DeviceProfile, derived_metrics, normalize_summary
+
+
+def profile_metadata(
+    profiles: list[DeviceProfile], alignments: list[Alignment], streams: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ``neuron`` block of the trace metadata: metrics with units, streams, warnings."""
+    per_device = []
+    for p, a in zip(profiles, alignments):
+        summary = normalize_summary(p.summary_raw, p)
+        derived = derived_metrics(p)
+        metrics = {**derived, **summary}
+        per_device.append(
+            {
+                "device": p.device,
+                "source": str(p.source),
+                "format": p.format,
+                "profile_schema_version": p.schema_version,
+                "tables": p.tables,
+                "metrics": metrics,
+                "metric_source": {k: ("summary" if k in summary else "derived") for k in metrics},
+                "summary_raw": p.summary_raw,
+                "metadata_raw": p.metadata_raw,
+                "dma_granularity": p.dma_granularity,
+                "span_ns": p.span_ns,
+                "alignment": a.to_dict(),
+                "executions": len(p.executions),
+                "unknown_columns": {k: v for k, v in p.unknown_columns.items() if v},
+                "tables_not_imported": dict(p.other_tables),
+                "warnings": list(p.warnings),
+                "file_warnings": list(p.file_warnings),
+                "metrics_only": p.metrics_only,
+                "derived_metrics": derived,
+                "operators": operator_table(p),
+            }
+        )
+    first = profiles[0]
+    return {
+        "devices": per_device,
+        "streams": streams,
+        "engines": list(ENGINES),
+        "warnings": [w for d in per_device for w in d["warnings"]],
+        "file_warnings": [w for d in per_device for w in d["file_warnings"]],
+        "metrics_only": all(p.metrics_only for p in profiles),
+        "source": str(first.source),
+    }
+
+
+def operator_table(profile: DeviceProfile, limit: int = 500) -> list[dict[str, Any]]:
+    """Device time by framework layer and HLO op (AWS's Operator Table), waits excluded.
+
+    ``hlo_op`` is the HLO instruction name without its ``.N`` suffix (``dot.12`` -> ``dot``).
+    """
+    ins = profile.instructions
+    if not len(ins):
+        return []
+    work = ins[~ins["is_wait"]] if "is_wait" in ins else ins
+    if not len(work):
+        return []
+    layer = work["layer"].astype(object).where(work["layer"].notna(), "").astype(str)
+    hlo = work["hlo_name"].astype(object).where(work["hlo_name"].notna(), "").astype(str)
+    df = pd.DataFrame({"layer": layer, "hlo_name": hlo, "engine": work["engine"], "dur_ns": work["dur_ns"]})
+    g = (
+        df.groupby(["layer", "hlo_name"], sort=False)
+        .agg(instructions=("dur_ns", "size"), device_ns=("dur_ns", "sum"), engines=("engine", "nunique"))
+        .reset_index()
+        .sort_values("device_ns", ascending=False)
+    )
+    total = float(g["device_ns"].sum()) or 1.0
+    g["device_pct"] = 100.0 * g["device_ns"] / total
+    g["hlo_op"] = g["hlo_name"].str.replace(r"\.\d+$", "", regex=True)
+    g = g.head(limit)
+    return [
+        {
+            "layer": r.layer or None,
+            "hlo_name": r.hlo_name or None,
+            "hlo_op": r.hlo_op or None,
+            "instructions": int(r.instructions),
+            "device_ns": int(r.device_ns),
+            "device_pct": float(r.device_pct),
+            "engines": int(r.engines),
+        }
+        for r in g.itertuples(index=False)
+    ]
+
+
+def trace_metadata(profiles: list[DeviceProfile], neuron: dict[str, Any]) -> dict[str, Any]:
+    first = profiles[0]
+    meta = first.metadata_raw
+    props = []
+    for p in profiles:
+        m = p.metadata_raw
+        instance = p.summary_raw.get("instance_type") or m.get("instance_type")
+        props.append(
+            {
+                "id": p.device,
+                "device_type": "neuron",
+                "name": f"{instance} NeuronCore" if instance else "NeuronCore",
+                "instance_type": instance,
+                "ticks_per_nanosec": m.get("ticks_per_nanosec"),
+                "tensor_engine_clock_freq_ghz": m.get("tensor_engine_clock_freq", m.get("pe_clock_freq")),
+                "pe_num_rows": m.get("pe_num_rows", m.get("tensor_engine_num_rows")),
+                "pe_num_cols": m.get("pe_num_cols", m.get("tensor_engine_num_cols")),
+                "hbm_ddr_bandwidth_bytes_per_s": m.get("hbm_ddr_bandwidth"),
+                "dma_ddr_bandwidth_bytes_per_s": m.get("dma_ddr_bandwidth"),
+                "tensor_engine_num_rows": m.get("tensor_engine_num_rows"),
+                "tensor_engine_num_cols": m.get("tensor_engine_num_cols"),
+            }
+        )
+    return {
+        "collector": f"neuron_{first.format}",
+        "collector_version": __version__,
+        "source_file": os.path.abspath(first.source),
+        "base_time_ns": None,
+        "device_type": "neuron",
+        "device_properties": props,
+        "distributed_info": None,
+        "rank": 0,
+        "rank_known": False,
+        "world_size": None,
+        "trace_metadata": {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))},
+        "neuron": neuron,
+    }

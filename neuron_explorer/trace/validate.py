@@ -1,0 +1,170 @@
+"""A Parquet trace checked against the schema when it is opened: reject, or repair out loud.
+
+The rules (docs/schema.md, "Validation"), whole-column:
+
+- the file holds at least one event; the required columns (``REQUIRED``) are present with a
+  type that converts losslessly to the schema's (any integer width for integers, plain or
+  dictionary strings for text, integers for floats); ``event_id`` is 0..n-1 in row order;
+  ``start_ns`` has no null and stays within +-``MAX_TIME_NS``; ``dur_ns`` is at most
+  ``MAX_TIME_NS``. Anything else there rejects the file (``TraceFormatError``).
+- an optional column that is missing, or whose type does not convert, is all null (repair);
+  a null or negative ``dur_ns`` is clamped to 0; a link column (``parent_id``, ``launch_id``,
+  ``op_id``, ``fwd_id``) pointing outside the file is set to null.
+- metadata values of the wrong JSON type are ignored (``rank`` and ``schema_version`` aside:
+  see ``model._check_metadata``).
+
+Every repair is counted (``trace.repairs``): stored in the metadata, warned once per file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neuron_explorer.trace.arrow import from_numpy, null_mask, to_numpy
+from neuron_explorer.trace.errors import TraceFormatError
+from neuron_explorer.trace.repairs import CLAMPED, IGNORED, NULLED, Repairs
+from neuron_explorer.trace.schema import COLUMN_BY_NAME
+
+MAX_TIME_NS = 4 * 10**18
+INT32_MAX = 2**31 - 1
+REQUIRED = ("event_id", "kind", "name", "start_ns", "dur_ns")
+LINK_COLUMNS = ("parent_id", "launch_id", "op_id", "fwd_id")
+
+#: Metadata keys and the JSON types they must have (others are kept as they are).
+_METADATA_TYPES: dict[str, tuple[type, ...]] = {
+    "device_properties": (list,),
+    "distributed_info": (dict, type(None)),
+    "trace_metadata": (dict,),
+    "device_types": (list,),
+    "base_time_ns": (int, type(None)),
+    "world_size": (int, type(None)),
+    "source_file": (str, type(None)),
+    "collector": (str,),
+    "repairs": (list,),
+    "dropped_events": (int,),
+    "rank_known": (bool,),
+}
+
+
+def check_metadata(metadata: dict[str, Any], path: Path, repairs: Repairs) -> dict[str, Any]:
+    """The metadata with every value of the wrong type dropped (and counted)."""
+    out = dict(metadata)
+    for key, types in _METADATA_TYPES.items():
+        if key in out and (type(out[key]) not in types or (bool not in types and type(out[key]) is bool)):
+            repairs.add(f"metadata {key} of type {type(out[key]).__name__}", IGNORED)
+            del out[key]
+    rank = out.setdefault("rank", 0)  # a trace written without one is rank 0
+    if type(rank) is not int or not 0 <= rank <= INT32_MAX:
+        repairs.add(f"metadata rank {str(rank)[:20]!r} (not an int32 >= 0; read as 0)", IGNORED)
+        out["rank"] = 0
+    props = out.get("device_properties")
+    if props is not None and not all(isinstance(p, dict) for p in props):
+        repairs.add("metadata device_properties entry not an object", IGNORED)
+        out["device_properties"] = [p for p in props if isinstance(p, dict)]
+    return out
+
+
+def _convertible(have: pa.DataType, want: pa.DataType) -> bool:
+    if have == want:
+        return True
+    if pa.types.is_integer(want):
+        return pa.types.is_integer(have)
+    if pa.types.is_floating(want):
+        return pa.types.is_floating(have) or pa.types.is_integer(have)
+    if pa.types.is_dictionary(want) or pa.types.is_string(want):
+        if pa.types.is_dictionary(have):
+            have = have.value_type
+        return pa.types.is_string(have) or pa.types.is_large_string(have)
+    if pa.types.is_list(want):
+        return (pa.types.is_list(have) or pa.types.is_large_list(have)) and pa.types.is_integer(have.value_type)
+    return False
+
+
+def _cast(col: pa.ChunkedArray, want: pa.DataType) -> pa.ChunkedArray | None:
+    """``col`` as ``want``, None when a value does not fit (an integer beyond the width)."""
+    if col.type == want:
+        return col
+    try:
+        if pa.types.is_dictionary(want):
+            plain = col.cast(pa.string())
+            return plain.dictionary_encode().cast(want)
+        return col.cast(want)  # safe: overflow raises
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def check_columns(table: pa.Table, wanted: list[str], rank: int, path: Path, repairs: Repairs) -> pa.Table:
+    """``table`` with exactly the ``wanted`` schema columns, each of its schema type (``rank``:
+    the file's, for a missing rank column)."""
+    n = table.num_rows
+    arrays: list[Any] = []
+    fields: list[pa.Field] = []
+    for name in wanted:
+        want = COLUMN_BY_NAME[name].type
+        col = table[name] if name in table.column_names else None
+        if col is None:
+            if name in REQUIRED:
+                raise TraceFormatError(f"trace is missing required column {name}", path)
+            if name == "rank":  # every row of a file is its rank's
+                repairs.add("column rank missing (filled with the metadata rank)", NULLED, n)
+                col = pa.chunked_array([pa.array(np.full(n, rank, np.int32))], want)
+            else:
+                repairs.add(f"column {name} missing", NULLED, n)
+                col = pa.chunked_array([pa.nulls(n, want)], want)
+        else:
+            cast = _cast(col, want) if _convertible(col.type, want) else None
+            if cast is None:
+                problem = f"column {name} of type {_type_name(col.type)}, expected {_type_name(want)}"
+                if name in REQUIRED:
+                    raise TraceFormatError(problem, path)
+                repairs.add(problem, NULLED, n)
+                cast = pa.chunked_array([pa.nulls(n, want)], want)
+            col = cast
+        arrays.append(col)
+        fields.append(pa.field(name, want))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _type_name(typ: pa.DataType) -> str:
+    return f"{typ.value_type} (dictionary)" if pa.types.is_dictionary(typ) else str(typ)
+
+
+def check_values(table: pa.Table, path: Path, repairs: Repairs) -> pa.Table:
+    """Times, ids and links of the rows, per the module's rules."""
+    n = table.num_rows
+    names = table.column_names
+    if "event_id" in names:
+        ids = table["event_id"]
+        if ids.null_count or not np.array_equal(to_numpy(ids), np.arange(n)):
+            raise TraceFormatError("damaged trace: event_id is not the row number 0..n-1", path)
+    if "start_ns" in names:
+        start = table["start_ns"]
+        if start.null_count:
+            raise TraceFormatError(f"damaged trace: {start.null_count:,} events have no start_ns", path)
+        if n and max(abs(pc.min(start).as_py()), abs(pc.max(start).as_py())) > MAX_TIME_NS:
+            raise TraceFormatError("damaged trace: start_ns beyond +-4e18 ns (the year 2096)", path)
+    if "dur_ns" in names:
+        dur = table["dur_ns"].combine_chunks()
+        values = to_numpy(dur, fill=0)
+        if n and values.max() > MAX_TIME_NS:
+            raise TraceFormatError("damaged trace: dur_ns beyond 4e18 ns", path)
+        fix = null_mask(dur) | (values < 0)
+        if fix.any():
+            repairs.add("dur_ns null or negative", CLAMPED, int(np.count_nonzero(fix)))
+            table = table.set_column(names.index("dur_ns"), "dur_ns", from_numpy(np.maximum(values, 0), pa.int64()))
+    for name in LINK_COLUMNS:
+        if name not in names:
+            continue
+        col = table[name].combine_chunks()
+        values = to_numpy(col, fill=0)
+        outside = ~null_mask(col) & ((values < 0) | (values >= n))
+        if outside.any():
+            repairs.add(f"{name} outside the trace", NULLED, int(np.count_nonzero(outside)))
+            mask = null_mask(col) | outside
+            table = table.set_column(names.index(name), name, from_numpy(np.where(mask, 0, values), pa.int64(), mask))
+    return table

@@ -1,0 +1,305 @@
+"""Fuzzing the Parquet trace reader (and the legacy Neuron JSON importer) through the CLI.
+
+A mutation that makes the trace lossy by construction (a dropped or retyped column, a negative
+duration, a link outside the file, a metadata value of the wrong type) must end in a rejection
+or in a trace whose metadata lists a repair; any accepted trace must keep the invariants of
+``tests._fuzz.check_trace``. See tests/_fuzz.py for the outcome classes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests import _fuzz
+
+METADATA_KEY = b"neuron_explorer"
+_TYPES = [
+    pa.int8(),
+    pa.int32(),
+    pa.bool_(),
+    pa.string(),
+    pa.float64(),
+    pa.int64(),
+    pa.dictionary(pa.int8(), pa.string()),
+]
+_META_VALUES: list[Any] = ["x", 5, -1, 2**40, True, None, [], {}, [1, "a"], "3", 1.5]
+
+
+def parquet_seeds() -> list[tuple[pa.Table, dict[str, Any]]]:
+    """Small real traces as (table, metadata), made with the Kineto importer."""
+    from neuron_explorer.collectors.kineto_json import import_kineto_json
+
+    seeds = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in _fuzz.SEEDS[:3]:
+            src = Path(tmp) / "seed.json"
+            src.write_text(json.dumps(_fuzz.load_seed(p, 120)))
+            out = Path(tmp) / "seed.parquet"
+            import_kineto_json(src).write(out)
+            t = pq.read_table(out)
+            seeds.append((t.replace_schema_metadata(None), json.loads(t.schema.metadata[METADATA_KEY])))
+    return seeds
+
+
+def _retype(col: pa.ChunkedArray, typ: pa.DataType, rng: random.Random) -> pa.Array:
+    try:
+        return col.cast(typ, safe=False).combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        n = len(col)
+        if pa.types.is_boolean(typ):
+            return pa.array([rng.random() < 0.5 for _ in range(n)])
+        if pa.types.is_string(typ) or pa.types.is_dictionary(typ):
+            return pa.array([rng.choice(["a", "", "kernel"]) for _ in range(n)]).cast(typ)
+        return pa.array([rng.randrange(-100, 100) for _ in range(n)]).cast(typ)
+
+
+def _set_values(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
+    return table.set_column(table.column_names.index(name), name, pa.array(values, table[name].type))
+
+
+def mutate_parquet(table: pa.Table, meta: dict[str, Any], rng: random.Random) -> tuple[pa.Table, Any, str, bool]:
+    """One mutation: (table, metadata, name, lossy)."""
+    n = table.num_rows
+    names = table.column_names
+    choice = rng.randrange(9)
+    if n == 0:
+        choice = rng.choice([0, 1, 2, 8])
+    if not isinstance(meta, dict) and choice == 2:
+        choice = 8
+    if choice == 0:
+        name = rng.choice(names)
+        return table.drop_columns([name]), meta, f"drop {name}", n > 0
+    if choice == 1:
+        name = rng.choice(names)
+        typ = rng.choice(_TYPES)
+        col = _retype(table[name], typ, rng)
+        lossy = not _lossless(table[name], col)
+        return table.set_column(names.index(name), name, col), meta, f"retype {name} as {typ}", lossy
+    if choice == 2:
+        meta = dict(meta)
+        key = rng.choice(
+            [
+                "device_properties",
+                "rank",
+                "schema_version",
+                "trace_metadata",
+                "distributed_info",
+                "base_time_ns",
+                "world_size",
+                "device_types",
+            ]
+        )
+        meta[key] = value = rng.choice(_META_VALUES)
+        return table, meta, f"metadata {key}", not _metadata_ok(key, value)
+    if choice == 3:
+        col = rng.choice(["start_ns", "dur_ns"])
+        values = table[col].to_numpy().copy()
+        values[rng.randrange(n)] = rng.choice([2**63 - 1, -(2**63), 5 * 10**18])
+        return _set_values(table, col, values), meta, f"extreme {col}", True
+    if choice == 4:
+        values = table["dur_ns"].to_numpy().copy()
+        values[rng.randrange(n)] = -rng.randrange(1, 10**9)
+        return _set_values(table, "dur_ns", values), meta, "negative dur_ns", True
+    if choice == 5:
+        return table.slice(0, 0), meta, "empty table", True
+    if choice == 6:
+        name = rng.choice(["parent_id", "launch_id", "op_id", "fwd_id"])
+        values = np.array(table[name].to_pylist(), dtype=object)
+        values[rng.randrange(n)] = rng.choice([n, n + 5, -7, 2**40])
+        return (
+            table.set_column(names.index(name), name, pa.array(list(values), pa.int64())),
+            meta,
+            f"{name} outside",
+            True,
+        )
+    if choice == 7:
+        values = table["event_id"].to_numpy().copy()
+        rng.shuffle(values)
+        lossy = not np.array_equal(values, np.arange(n))
+        return _set_values(table, "event_id", values), meta, "event_id shuffled", lossy
+    return table, rng.choice(["[]", "{", 5, {"schema_version": 1}]), "metadata not an object", True
+
+
+_META_OK: dict[str, Any] = {
+    "device_properties": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+    "rank": lambda v: type(v) is int and 0 <= v < 2**31,
+    "schema_version": lambda v: True,  # (a bad one is rejected, checked as such)
+    "trace_metadata": lambda v: isinstance(v, dict),
+    "distributed_info": lambda v: v is None or isinstance(v, dict),
+    "base_time_ns": lambda v: v is None or type(v) is int,
+    "world_size": lambda v: v is None or type(v) is int,
+    "device_types": lambda v: isinstance(v, list),
+}
+
+
+def _metadata_ok(key: str, value: Any) -> bool:
+    return bool(_META_OK[key](value))
+
+
+def _lossless(before: pa.ChunkedArray, after: pa.Array) -> bool:
+    """Whether the file's new values convert to the column's type without loss (what a reader
+    can know: a value already truncated by the mutation is the file's value)."""
+    try:
+        after.cast(before.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def encode_parquet(table: pa.Table, meta: Any) -> bytes:
+    raw = meta if isinstance(meta, str) else json.dumps(meta)
+    buf = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: raw.encode()}), buf)
+    return buf.getvalue()
+
+
+def parquet_input(rng: random.Random, seeds: list[tuple[pa.Table, dict[str, Any]]]) -> tuple[bytes, str]:
+    table, meta = rng.choice(seeds)
+    names, lossy = [], False
+    for _ in range(rng.choice([1, 1, 2])):
+        try:
+            table, meta, name, loss = mutate_parquet(table, meta, rng)
+        except (KeyError, TypeError, ValueError, pa.ArrowException):  # (a column an earlier step changed)
+            continue
+        names.append(name)
+        lossy |= loss
+    data = encode_parquet(table, meta)
+    if rng.random() < 0.15:
+        data, name = _fuzz.mutate_bytes(data, rng)
+        names.append(name)
+        lossy = False  # (a flipped byte may land where nothing is read)
+    return data, "+".join(names) + ("!" if lossy else "")
+
+
+def parquet_case(data: bytes, workdir: Path, command: str = "info", mutation: str = "") -> tuple[str, str]:
+    """Run one Parquet input through the CLI: (outcome class, detail)."""
+    for old in workdir.iterdir():
+        old.unlink()
+    src = workdir / "in.parquet"
+    out = workdir / "out.html"
+    src.write_bytes(data)
+    argv = {
+        "info": ["info", str(src)],
+        "analyze": ["analyze", str(src)],
+        "report": ["report", str(src), "-o", str(out)],
+    }[command]
+    code, stderr, exc = _fuzz.run_cli(argv)
+    if exc is not None:
+        return "traceback", f"{command}: {type(exc).__name__}: {str(exc)[:120]}"
+    if code in (0, 1):  # (analyze exits 1 only with --fail-on)
+        outcome = _accepted(src)
+        if outcome[0] == "correct" and accepted_lossy_without_repair(data, mutation, workdir):
+            return "wrong", "a lossy change opened without a repair"
+        return outcome
+    why = _fuzz.clean_error(code, stderr, src)
+    if why:
+        return "wrong", f"{command}: {why}"
+    if out.exists():
+        return "wrong", "output file left after an error"
+    return "rejected", stderr.strip()[-120:]
+
+
+def _accepted(src: Path) -> tuple[str, str]:
+    import warnings
+
+    from neuron_explorer.trace import Trace
+    from neuron_explorer.trace.errors import TraceFormatError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            trace = Trace.read(src)
+        except TraceFormatError:  # the command read only columns that were intact
+            return "accepted (full read rejects)", ""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "again.parquet"
+        trace.write(out)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bad = _fuzz.check_trace(out)
+    return ("wrong", bad) if bad else ("correct", "")
+
+
+def accepted_lossy_without_repair(data: bytes, mutation: str, workdir: Path) -> bool:
+    """For a lossy mutation that opened: True when no repair says so (silently wrong)."""
+    import warnings
+
+    from neuron_explorer.trace import Trace
+
+    if not mutation.endswith("!"):
+        return False
+    src = workdir / "lossy.parquet"
+    src.write_bytes(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            trace = Trace.read(src)
+        except Exception:  # (rejected: not silent)
+            return False
+    return not trace.metadata.get("repairs")
+
+
+# ------------------------------------------------------------------------------ legacy Neuron JSON
+def neuron_seeds() -> list[dict[str, Any]]:
+    from neuron_explorer.collectors.neuron.synth import SynthSpec, write_legacy_json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "n.json"
+        write_legacy_json(p, SynthSpec(executions=1, instructions_per_engine=5, transfers_per_queue=4))
+        return [json.loads(p.read_text())]
+
+
+def _walk_containers(obj: Any) -> list[Any]:
+    found, stack = [], [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            found.append(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            found.append(v)
+            stack.extend(v)
+    return found
+
+
+def neuron_input(rng: random.Random, seeds: list[dict[str, Any]]) -> tuple[bytes, str]:
+    doc = json.loads(json.dumps(rng.choice(seeds)))
+    names = []
+    for _ in range(rng.choice([1, 2, 3])):
+        dicts = [c for c in _walk_containers(doc) if isinstance(c, dict) and c]
+        d = rng.choice(dicts)
+        key = rng.choice(list(d))
+        if rng.random() < 0.3:
+            del d[key]
+            names.append("delete key")
+        else:
+            d[key] = rng.choice(_fuzz._ODD_VALUES)
+            names.append("retype value")
+    data = json.dumps(doc).encode()
+    if rng.random() < 0.25:
+        data, name = _fuzz.mutate_bytes(data, rng)
+        names.append(name)
+    return data, "+".join(names)
+
+
+def neuron_case(data: bytes, workdir: Path) -> tuple[str, str]:
+    for old in workdir.iterdir():
+        old.unlink()
+    src = workdir / "device.json"
+    src.write_bytes(data)
+    code, stderr, exc = _fuzz.run_cli(["info", str(src)])
+    if exc is not None:
+        return "traceback", f"{type(exc).__name__}: {str(exc)[:120]}"
+    if code == 0:
+        return "correct", ""
+    why = _fuzz.clean_error(code, stderr, src)
+    return ("wrong", why) if why else ("rejected", stderr.strip()[-120:])

@@ -1,0 +1,206 @@
+"""The step-time attribution, the verdict and the findings' costs, checked against the raw JSON.
+
+The reference here reads each real trace with the standard library (``tests/_kineto_reference``),
+classifies its events from their Kineto categories and names as the attribution's spec says
+(docs/rules.md, "Step-time attribution"), and splits every step window by an elementary-segment
+sweep: all interval boundaries of a window cut it into segments, and each segment goes to the
+first category whose intervals cover its midpoint (counted with sorted starts and ends). The
+analyzer uses prefix unions over running maxima instead; the two must agree within 0.5 points.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections import defaultdict
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import neuron_explorer as ne
+from neuron_explorer.analyzers import analyze
+from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
+from tests._kineto_reference import read_json
+from tests.conftest import BUNDLED_TRACES, all_shared_traces
+
+TRACES = sorted({*BUNDLED_TRACES, *all_shared_traces()}, key=lambda p: (p.name, str(p)))
+
+# -- the spec, written out independently of the analyzer ---------------------------------------
+COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|sendrecv", re.I)
+BLOCKING = re.compile(
+    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|ThreadSynchronize)$"
+    r"|^(cuda|hip)Memcpy(2D|3D|DtoH|HtoD|DtoD|ToSymbol|FromSymbol)?$|^hipMemcpyWithStream$"
+    r"|^cu(Ctx|Stream|Event)Synchronize$|^nrt_.*wait",
+    re.I,
+)
+COPY_CALL = re.compile(r"^(cuda|hip)Memcpy|^cuMemcpy", re.I)
+LOADER = re.compile(r"^enumerate\(DataLoader\)|DataLoaderIter.*__next__")
+STEP = re.compile(r"^ProfilerStep#(\d+)$")
+GRACE_NS = 10_000
+
+
+def _ns(x: object) -> int:
+    return int(Decimal(str(x)) * 1000)
+
+
+def _is_runtime(cat: str) -> bool:
+    return cat.endswith(("_runtime", "_driver")) or cat == "runtime"
+
+
+def _device_class(cat: str, name: str) -> int | None:
+    """0 compute, 1 communication, 2 copy; None for events that are not device work."""
+    if cat in ("gpu_memcpy", "memcpy", "gpu_memset", "memset") or "memcpy" in cat or "memset" in cat:
+        return 2
+    if cat in ("kernel", "mtia_ccp_events") or cat.endswith("_kernel"):
+        return 1 if COMM.search(name) else 0
+    return None
+
+
+@cache
+def reference(path: Path) -> tuple[dict[str, int], int]:
+    """Category totals (ns) and total wall (ns, once per device) from the raw JSON."""
+    doc = read_json(path)
+    spans = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
+    device, runtime, blocking, loading, ops, python, steps = [], {}, [], [], [], [], {}
+    pageable_corr = set()
+    host_extent = []
+    for e in spans:
+        cat, name = str(e.get("cat") or "").lower(), str(e.get("name") or "")
+        s, d = _ns(e["ts"]), _ns(e["dur"])
+        cls = _device_class(cat, name)
+        if cls is not None:
+            if d >= 0:
+                args = e.get("args") or {}
+                device.append((args.get("device", e.get("pid")), s, s + d, cls, args.get("correlation")))
+                if cls == 2 and "Pageable" in name:
+                    pageable_corr.add(args.get("correlation"))
+            continue
+        if cat in ("cpu_op", "operator", "user_annotation", "python_function", "cuda_sync") or _is_runtime(cat):
+            host_extent.append((s, s + d))
+        if cat == "user_annotation" and (m := STEP.match(name)) and d > 0:
+            n = int(m.group(1))
+            if n not in steps or d >= steps[n][1] - steps[n][0]:
+                steps[n] = (s, s + d)
+        if cat in ("cpu_op", "operator", "user_annotation") and LOADER.search(name):
+            loading.append((s, s + d))
+        if _is_runtime(cat):
+            runtime[(e.get("args") or {}).get("correlation")] = (s, s + d, name)
+            ops.append((s, s + d))
+            if BLOCKING.search(name):
+                blocking.append((s, s + d))
+        elif cat == "cuda_sync":
+            blocking.append((s, s + d))
+            ops.append((s, s + d))
+        elif cat in ("cpu_op", "operator"):
+            ops.append((s, s + d))
+        elif cat == "python_function":
+            python.append((s, s + d))
+    for corr in pageable_corr:
+        if corr in runtime and COPY_CALL.search(runtime[corr][2]):
+            blocking.append(runtime[corr][:2])
+    queued = defaultdict(list)
+    for dev, s, _e, _c, corr in device:
+        if corr in runtime and s > runtime[corr][1] + GRACE_NS:
+            queued[dev].append((runtime[corr][1] + GRACE_NS, s))
+    if steps:
+        windows = sorted(steps.values())
+    else:
+        ends = host_extent + [(s, e) for _d, s, e, _c, _x in device]
+        windows = [(min(s for s, _ in ends), max(e for _, e in ends))]
+    devices = sorted({d for d, *_ in device}, key=str) or [None]
+    totals = dict.fromkeys(CATEGORY_NAMES, 0)
+    wall = 0
+    for dev in devices:
+        on_dev = [x for x in device if x[0] == dev]
+        if dev is None:  # host only: data loading > ops (the compute) > Python > untraced
+            layers = [("data_loading", loading), ("compute", ops), ("host_python", python)]
+        else:
+            layers = [
+                ("compute", [(s, e) for _d, s, e, c, _x in on_dev if c == 0]),
+                ("communication", [(s, e) for _d, s, e, c, _x in on_dev if c == 1]),
+                ("copy", [(s, e) for _d, s, e, c, _x in on_dev if c == 2]),
+                ("host_blocked", blocking),
+                ("device_wait", queued[dev]),
+                ("data_loading", loading),
+                ("host_launch", ops),
+                ("host_python", python),
+            ]
+        for ws, we in windows:
+            wall += we - ws
+            for name, ns in _sweep(ws, we, layers).items():
+                totals[name] += ns
+    return totals, wall
+
+
+def _sweep(ws: int, we: int, layers: list[tuple[str, list[tuple[int, int]]]]) -> dict[str, int]:
+    """Elementary segments of [ws, we): each goes to the first layer covering its midpoint."""
+    clipped = []
+    cuts = [ws, we]
+    for _name, iv in layers:
+        a = np.array([(max(s, ws), min(e, we)) for s, e in iv if min(e, we) > max(s, ws)], dtype=np.int64).reshape(
+            -1, 2
+        )
+        clipped.append(a)
+        cuts.extend(a.ravel().tolist())
+    b = np.unique(np.array(cuts, dtype=np.int64))
+    mid2 = b[:-1] + b[1:]  # twice the midpoint: integer, compared with twice the bounds
+    length = np.diff(b)
+    owner = np.full(len(length), len(layers))
+    for k in range(len(layers) - 1, -1, -1):
+        a = clipped[k]
+        starts, ends = np.sort(a[:, 0] * 2), np.sort(a[:, 1] * 2)
+        covered = np.searchsorted(starts, mid2, side="right") - np.searchsorted(ends, mid2, side="right") > 0
+        owner[covered] = k
+    out = {name: int(length[owner == k].sum()) for k, (name, _) in enumerate(layers)}
+    out["untraced"] = int(length[owner == len(layers)].sum())
+    return out
+
+
+@cache
+def analysis(path: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return analyze(ne.load(path))
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_attribution_matches_an_independent_sweep_of_the_raw_json(path: Path) -> None:
+    expected, wall = reference(path)
+    a = analysis(path)
+    ours_wall = int(a.attribution["wall_ns"].sum())
+    assert abs(ours_wall - wall) <= max(1e-4 * wall, 1000), (ours_wall, wall)
+    for name in CATEGORY_NAMES:
+        ours = 100.0 * a.attribution[f"{name}_ns"].sum() / ours_wall
+        ref = 100.0 * expected[name] / wall
+        assert ours == pytest.approx(ref, abs=0.5), f"{name}: ours {ours:.2f}% vs reference {ref:.2f}%"
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_findings_never_claim_more_than_the_wall_time_or_their_category(path: Path) -> None:
+    a = analysis(path)
+    wall = int(a.attribution["wall_ns"].sum())
+    assert sum(f.cost_ns for f in a.findings) <= wall
+    by_category: dict[str, int] = defaultdict(int)
+    for f in a.findings:
+        assert f.cost_ns == 0 or f.category in CATEGORY_NAMES, (f.rule_id, f.category)
+        by_category[str(f.category)] += f.cost_ns
+    for name, claimed in by_category.items():
+        if name in CATEGORY_NAMES:
+            assert claimed <= int(a.attribution[f"{name}_ns"].sum()), (name, claimed)
+
+
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
+def test_verdict_names_the_largest_category(path: Path) -> None:
+    a = analysis(path)
+    expected, wall = reference(path)
+    largest = max(CATEGORY_NAMES, key=lambda c: expected[c])
+    runner_up = sorted((expected[c] for c in CATEGORY_NAMES), reverse=True)[1]
+    if 100.0 * (expected[largest] - runner_up) / wall < 1.0:
+        pytest.skip("two categories within a point of each other: either may be named")
+    pct = 100.0 * expected[largest] / wall
+    labels = HOST_ONLY_LABELS if a.summary["device_types"] == ["cpu"] else CATEGORY_LABELS
+    assert a.summary["verdict"].startswith(f"Mostly {labels[largest]} (")
+    assert a.summary[f"{largest}_pct"] == pytest.approx(pct, abs=0.5)
