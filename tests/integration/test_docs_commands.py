@@ -118,6 +118,7 @@ def _workspace(root: Path) -> None:
     synth.write_framework_trace(root / "fw.json.gz")
     synth.write_parquet_export(root / "neuron_export")
     synth.write_parquet_export(root / "inspect" / "export")
+    synth.write_legacy_json(root / "profile.json")  # a Neuron export on its own (legacy JSON)
     for src in ("src/my-model", "src/myproject"):
         (root / src).mkdir(parents=True)
 
