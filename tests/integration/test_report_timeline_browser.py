@@ -159,7 +159,7 @@ def test_a_category_has_one_colour_in_every_chart(page) -> None:
     )
     compute = CATEGORY_COLORS["compute"]
     assert colours["breakdown"]["compute_ns"] == compute == colours["timeline"]["kernel"] == colours["kernels"]
-    assert colours["timeline"]["host op"] == kind_color("cpu_op") == colours["breakdown"]["host_exposed_ns"]
+    assert colours["timeline"]["host op"] == kind_color("cpu_op") == colours["breakdown"]["host_launch_ns"]
     assert len(set(json.dumps(v) for v in colours["timeline"].values())) == len(colours["timeline"])
 
 
