@@ -146,8 +146,8 @@ def build_server(
         severity (info|warning|error), title, message, metrics (name -> {value, unit}), threshold
         (the limit the rule used), cost_ns (estimated time lost, ns; the ranking key),
         time_ranges ([start_ns, end_ns], absolute ns), event_ids (event_id values of the `events`
-        table, for sql), source_lines ({file, line, func, ns}: the responsible user code) and a
-        concrete recommendation. `skipped` lists rules that could not run and what they need
+        table, for sql), source_lines ({file, line, func, value, unit}: the responsible user code
+        and what it holds there; ns too for durations) and a concrete recommendation. `skipped` lists rules that could not run and what they need
         ("skipped: needs kernel events"). Rule meanings and thresholds: resource
         neuron-explorer://docs/rules.md."""
         return views.findings(catalog.get(trace), min_severity, rules, limit)

@@ -31,7 +31,6 @@ from neuron_explorer.analyzers import (
 )
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
-from neuron_explorer.analyzers.ledger import settle_costs
 from neuron_explorer.analyzers.perf import DeviceSpec
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
@@ -195,7 +194,6 @@ def analyze(
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
     a.findings, a.skipped = run_rules(a, frames, selected, dict(thresholds or {}))
-    a.findings = settle_costs(a.findings, a.attribution)
     timings["rules"] = time.perf_counter() - t0
     a.rules_run = [r.id for r in selected]
     a.timings_s = timings

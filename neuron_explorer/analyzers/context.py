@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,9 @@ import pyarrow.compute as pc
 
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
+
+if TYPE_CHECKING:
+    from neuron_explorer.analyzers.hardware import Hardware
 
 #: Step number used for rows that cover the whole trace because it has no ProfilerStep spans.
 WHOLE_TRACE_STEP = -1
@@ -213,6 +216,14 @@ class TraceFrames:
     def device_types(self) -> list[str]:
         dt = self.device["device_type"]
         return sorted({str(x) for x in dt.dropna().unique()}) if len(dt) else []
+
+    @cached_property
+    def hardware(self) -> Hardware:
+        """The device model and what it supports (``analyzers.hardware``): rules ask it before
+        suggesting a fix."""
+        from neuron_explorer.analyzers.hardware import hardware_of
+
+        return hardware_of(self.metadata, self.device_types)
 
     @cached_property
     def device_properties(self) -> list[dict[str, Any]]:

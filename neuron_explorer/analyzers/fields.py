@@ -23,7 +23,7 @@ _COMMON = {
     "src_file": ("path", "User source file."),
     "src_line": ("line", "Line in src_file."),
     "src_func": ("", "Function containing the line."),
-    "src_precision": ("", "How exact the attribution is: line, function, launch, forward."),
+    "src_precision": ("", "How exact the attribution is: line, function, launch, forward, generated."),
 }
 
 _CATEGORIES = (

@@ -75,7 +75,7 @@ def load_for_diff(path: str, quiet: bool = False) -> Trace:
     """A Parquet trace or run directory with the analysis columns plus input shapes; JSON in full."""
     p = Path(path)
     if p.is_dir() or p.suffix in (".parquet", ".pq"):
-        return Trace.read(p, columns=(*ANALYSIS_COLUMNS, "input_shapes"))
+        return Trace.read(p, columns=tuple(dict.fromkeys((*ANALYSIS_COLUMNS, "input_shapes"))))
     return open_trace(path, quiet=quiet)
 
 

@@ -108,6 +108,13 @@ def render_text(info: dict[str, Any]) -> None:
         console.print(steps)
     else:
         console.print("Steps: none (no ProfilerStep#N annotations; profile with a schedule or call prof.step())")
+    dropped = info.get("dropped_steps") or []
+    if dropped:
+        console.print(
+            f"Dropped {len(dropped)} trailing partial step(s), not counted as steps: "
+            + ", ".join(f"rank {d.get('rank', 0)} #{d.get('step')} ({_ms(d.get('dur_ns'))})" for d in dropped)
+            + " (the span after the last step boundary, without a step's work)"
+        )
     src = info["source"]
     console.print(
         f"Source lines: {src['with_source']:,} of {src['events']:,} events ({_pct(src['with_source'], src['events'])}); "

@@ -40,6 +40,7 @@ from neuron_explorer.collectors.kineto_carry import CARRIED
 from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.source_attribution import attribute_source
 from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.collectors.step_tail import STEP_MARKER, trailing_partial_step
 from neuron_explorer.trace.arrow import (
     bool_array,
     dict_parts,
@@ -708,7 +709,8 @@ def build_trace(
     del flow_id, is_flow, is_s, ac2g, fb
     trim()
 
-    # --- steps
+    # --- steps (a trailing partial step is demoted to a plain annotation, see collectors.step_tail)
+    dropped_steps = _drop_trailing_step(kind, name, start, dur)
     step = _narrow_int32(_assign_steps(kind, name, start, dur, op, launch, on_device), "step number", issues)
 
     # --- source attribution
@@ -818,6 +820,8 @@ def build_trace(
     repairs.merge(issues)
     repairs.record(meta)
     meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
+    if dropped_steps:
+        meta["dropped_steps"] = [{"rank": rank, **d} for d in dropped_steps]
     trim()
     return DeferredTrace(table, deferred, order, meta)
 
@@ -846,6 +850,22 @@ def _where(mask: pa.Array, given: pa.Array, derived: pa.Array) -> pa.Array:
 def _reorder(arr: pa.Array | pa.ChunkedArray, take: pa.Array) -> pa.Array:
     out = arr.take(take)
     return out.chunk(0) if isinstance(out, pa.ChunkedArray) and out.num_chunks == 1 else out
+
+
+def _drop_trailing_step(kind: np.ndarray, name: _Words, start: np.ndarray, dur: np.ndarray) -> list[dict[str, Any]]:
+    """Demote the trailing partial ``ProfilerStep#N`` span (if any) to an annotation, in place;
+    returns what was dropped, for the trace metadata (``dropped_steps``)."""
+    step_rows = np.nonzero(kind == K[Kind.STEP])[0]
+    if step_rows.size < 2:
+        return []
+    numbers = np.array([int(_STEP_NAME.match(nm).group(1)) for nm in name.values(step_rows)], np.int64)  # type: ignore[union-attr]
+    markers = np.nonzero(name.test(STEP_MARKER.match))[0]
+    tail = trailing_partial_step(numbers, start[step_rows], dur[step_rows], start[markers])
+    if tail is None:
+        return []
+    rows = step_rows[numbers == tail]
+    kind[rows] = K[Kind.ANNOTATION]
+    return [{"step": tail, "dur_ns": int(dur[rows].max()), "reason": "trailing partial step"}]
 
 
 def _assign_steps(

@@ -31,8 +31,8 @@ class _Names(Protocol):
 
 
 #: src_precision vocabulary; collector-given values are appended after these.
-_PRECISIONS: list[Any] = [Precision.FUNCTION, Precision.LINE, Precision.FORWARD, Precision.LAUNCH]
-_FUNCTION, _LINE, _FORWARD, _LAUNCH = range(4)
+_PRECISIONS: list[Any] = [Precision.FUNCTION, Precision.LINE, Precision.FORWARD, Precision.LAUNCH, Precision.GENERATED]
+_FUNCTION, _LINE, _FORWARD, _LAUNCH, _GENERATED = range(5)
 
 
 def attribute_source(
@@ -58,10 +58,20 @@ def attribute_source(
 
     # Function-level attribution from python_function frames, parsed once per distinct name.
     frames = [parse_python_frame(nm) for nm in names]
-    user_name = np.array([f is not None and user_code.is_user(f[0]) for f in frames])
+    origin = [user_code.origin(f[0]) if f is not None else "library" for f in frames]
+    user_name = np.array([o == "user" for o in origin])
     user_frame = np.where(is_py & user_name[name_idx], rows, -1)
     frame_of = nearest_marked_ancestor(parent, user_frame)
     del user_frame  # (intermediates go as soon as used: tens of MB each on millions of events)
+    # Work under generated code (Inductor's output, FX graph modules) with no user frame above
+    # it: say so, naming the generated function, rather than leave it unattributed.
+    gen_name = np.array([o == "generated" for o in origin])
+    generated = np.zeros(n, bool)
+    if gen_name.any():
+        gen_of = nearest_marked_ancestor(parent, np.where(is_py & gen_name[name_idx], rows, -1))
+        generated = (frame_of < 0) & (gen_of >= 0)
+        frame_of = np.where(generated, gen_of, frame_of)
+        del gen_of
     no_frame = len(names)  # a code past the per-name vocabularies: None
     fname = np.where(frame_of >= 0, name_idx[np.maximum(frame_of, 0)], no_frame)
     file_words: list[Any] = [f[0] if f else None for f in frames] + [None]
@@ -70,7 +80,7 @@ def attribute_source(
     src_file = fname.copy()
     src_func = fname.copy()
     src_line = line_by_name[fname]
-    precision = np.where(frame_of >= 0, _FUNCTION, -1)
+    precision = np.where(generated, _GENERATED, np.where(frame_of >= 0, _FUNCTION, -1))
     del frame_of, fname
     precision_words = list(_PRECISIONS)
 

@@ -331,16 +331,10 @@ class profile(torch.profiler.profile):
             warnings.warn(text, CaptureWarning, stacklevel=3)
 
 
-#: The bundled examples are the user's code when they are what is profiled.
-EXAMPLES_INCLUDE = ("neuron_explorer/examples/",)
-
-
 def default_user_code(exclude: Iterable[str] = (), include: Iterable[str] = ()) -> UserCode:
-    """``UserCode.default`` plus the bundled examples, minus the launcher script running us
-    (``.venv/bin/neuron-explorer`` is outside site-packages but is not the user's code)."""
-    launcher = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    own = (launcher,) if os.path.basename(launcher) == "neuron-explorer" else ()
-    return UserCode.default((*own, *exclude), (*EXAMPLES_INCLUDE, *include))
+    """``UserCode.default`` with the given extra patterns (the launcher script running us and the
+    bundled examples are decided by ``trace.frames.path_origin``)."""
+    return UserCode.default(exclude, include)
 
 
 def _activity_name(activity: Any) -> str:

@@ -45,7 +45,9 @@ def make_batch(batch: int, width: int, classes: int, device: torch.device) -> tu
 def train(steps: int, batch: int, width: int, depth: int, classes: int, device: torch.device) -> float:
     torch.manual_seed(0)
     model = make_model(width, depth, classes).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    # foreach=True: a few multi-tensor ops per step instead of ~11 per parameter tensor (the
+    # default only on CUDA); fused=True is faster still where the device has it.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
     loss_value = float("nan")
     for _ in range(steps):
         inputs, targets = make_batch(batch, width, classes, device)

@@ -1,46 +1,24 @@
-"""Display helpers shared by the text and markdown renderers (labels live here, not in data)."""
+"""Display helpers shared by the text and markdown renderers (labels live here, not in data);
+numbers go through ``trace.units``, the one formatter of every output."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from neuron_explorer.trace.units import format_metric, format_quantity
+
 
 def fmt_ns(ns: float | int | None) -> str:
-    if ns is None:
-        return "-"
-    ns = float(ns)
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if abs(ns) >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if abs(ns) >= 1e3:
-        return f"{ns / 1e3:.1f} us"
-    return f"{ns:.0f} ns"
+    return format_quantity(ns, "ns")
 
 
 def fmt_bytes(b: float | int | None) -> str:
-    if b is None:
-        return "-"
-    b = float(b)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(b) < 1024 or unit == "TiB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
-        b /= 1024
-    return f"{b:.1f} TiB"
+    return format_quantity(b, "bytes")
 
 
 def fmt_value(m: dict[str, Any]) -> str:
-    """A finding metric ``{"value", "unit"}`` for people."""
-    v, unit = m.get("value"), m.get("unit", "")
-    if v is None:
-        return "-"
-    if unit == "ns":
-        return fmt_ns(v)
-    if unit == "bytes":
-        return fmt_bytes(v)
-    if isinstance(v, float):
-        v = f"{v:.1f}" if abs(v) < 1e6 else f"{v:.3g}"
-    return f"{v} {unit}".strip() if unit not in ("%",) else f"{v}%"
+    """A finding metric ``{"value", "unit"}`` for people (``trace.units``, shared by every output)."""
+    return format_metric(m)
 
 
 def fmt_line(src: dict[str, Any]) -> str:

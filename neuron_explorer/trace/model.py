@@ -238,7 +238,7 @@ def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dic
         schema = pf.schema_arrow
     except (pa.ArrowException, OSError) as exc:
         raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
-    wanted = list(COLUMN_NAMES) if columns is None else [c for c in columns if c in COLUMN_NAMES]
+    wanted = list(COLUMN_NAMES) if columns is None else [c for c in dict.fromkeys(columns) if c in COLUMN_NAMES]
     with pf:
         metadata = _check_metadata(schema, path)
         present = set(schema.names)
@@ -246,7 +246,9 @@ def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dic
             table = pf.read(columns=[c for c in wanted if c in present])
         except (pa.ArrowException, OSError) as exc:
             raise TraceFormatError(f"Parquet data is corrupt or truncated ({_short(exc)})", path) from None
-    if table.num_rows == 0:
+    neuron = metadata.get("neuron")
+    if table.num_rows == 0 and not (isinstance(neuron, dict) and neuron.get("metrics_only") is True):
+        # (a Neuron summary-json export is metrics only: no events, by design)
         raise TraceFormatError("the trace holds no events", path)
     repairs = Repairs()
     metadata = validate.check_metadata(metadata, path, repairs)

@@ -56,6 +56,7 @@ class Precision:
     FUNCTION = "function"  # only the user function is known; src_line is its def line
     LAUNCH = "launch"  # inherited from the op that launched this device event
     FORWARD = "forward"  # a backward op, inherited from its forward op
+    GENERATED = "generated"  # no user frame encloses it; src_file is generated code (Inductor, FX)
     NONE = None
 
 
@@ -174,7 +175,7 @@ COLUMNS: tuple[Column, ...] = (
         "src_precision",
         _DSTR,
         "",
-        "How exact the attribution is: line, function, launch (inherited from the launching op), forward (backward op, from its forward op), null (none).",
+        "How exact the attribution is: line, function, launch (inherited from the launching op), forward (backward op, from its forward op), generated (no user frame encloses the event: src_file is the generated code it ran in, Inductor output or an FX graph module), null (none).",
     ),
     Column(
         "input_shapes", _STR, "json", "Operator input shapes as JSON (`Input Dims`), when recorded with record_shapes."

@@ -95,6 +95,7 @@ def describe(trace: Trace) -> dict[str, Any]:
         "devices": devices.to_dict(orient="records"),
         "streams": streams.to_dict(orient="records"),
         "steps": steps.to_dict(orient="records"),
+        "dropped_steps": list(trace.metadata.get("dropped_steps") or []),
         "source": source,
         "links": link_coverage(trace),
         "device_properties": [

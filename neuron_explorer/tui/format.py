@@ -4,34 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from neuron_explorer.trace.units import format_bytes, format_count, format_duration, format_metric
 from neuron_explorer.tui.snapshots import Column
 
 
 def fmt_ns(ns: float | int | None) -> str:
-    """``1_234_000`` -> ``"1.23 ms"``; three significant digits from ns to s."""
-    if ns is None:
-        return ""
-    ns = float(ns)
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            return f"{sign}{_sig(ns / scale)} {unit}"
-    return f"{sign}{ns:.0f} ns"
-
-
-def _sig(x: float) -> str:
-    return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+    """``1_234_000`` -> ``"1.23 ms"`` (``trace.units``); empty for a missing value."""
+    return "" if ns is None else format_duration(ns)
 
 
 def fmt_bytes(n: float | int | None) -> str:
-    if n is None:
-        return ""
-    n = float(n)
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{_sig(n / scale)} {unit}"
-    return f"{n:.0f} B"
+    return "" if n is None else format_bytes(n)
 
 
 def fmt_value(column: Column, value: Any, width: int | None = None, root: str | None = None) -> str:
@@ -56,24 +39,15 @@ def fmt_value(column: Column, value: Any, width: int | None = None, root: str | 
     if column.unit == "%":
         return f"{float(value):.1f}%"
     if column.unit == "count" and isinstance(value, (int, float)):
-        return f"{int(value):,}"
+        return format_count(value)
     if column.unit == "float" and isinstance(value, (int, float)):
         return f"{float(value):.3g}"
     return str(value)
 
 
 def fmt_metric(m: dict[str, Any]) -> str:
-    """A finding's ``{"value": v, "unit": u}`` as text, durations in readable units."""
-    value, unit = m.get("value"), m.get("unit") or ""
-    if isinstance(value, (int, float)) and unit == "ns":
-        return fmt_ns(value)
-    if isinstance(value, (int, float)) and unit == "bytes":
-        return fmt_bytes(value)
-    if isinstance(value, float):
-        value = f"{value:,.4g}"
-    elif isinstance(value, int):
-        value = f"{value:,}"
-    return f"{value} {unit}".strip() if unit not in ("%",) else f"{value}%"
+    """A finding's ``{"value": v, "unit": u}`` as text, by its unit (``trace.units``)."""
+    return format_metric(m)
 
 
 #: Eighths of a cell, for bars drawn in text.

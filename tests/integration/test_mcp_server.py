@@ -20,9 +20,10 @@ from tests.integration.mcp_client import McpServer
 
 pytestmark = pytest.mark.slow  # a server subprocess, a few seconds to start
 
-GPU_TRACE = KINETO / "tracelens" / "vllm_cuda_graph_execution.json.gz"
+# a GPU trace with user source lines holding device time (the vLLM one has no user code)
+GPU_TRACE = KINETO / "tracelens" / "qwen_h100.json.gz"
 CPU_TRACE = KINETO / "local" / "cpu_mlp_step4.json"
-GPU, CPU = "vllm_cuda_graph_execution", "cpu_mlp_step4"
+GPU, CPU = "qwen_h100", "cpu_mlp_step4"
 TOOLS = {
     "list_traces", "trace_summary", "findings", "top_kernels", "top_ops", "top_source_lines",
     "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf",
@@ -80,7 +81,7 @@ def test_list_traces_names_each_trace_and_the_source_roots(server: McpServer, ro
     by_name = {t["name"]: t for t in answer["traces"]}
     assert list(by_name) == [GPU, CPU]
     assert by_name[GPU]["events"] == ne.load(GPU_TRACE).num_events
-    assert set(by_name[GPU]["device_types"]) - {"cpu"}  # a GPU trace (HIP)
+    assert set(by_name[GPU]["device_types"]) - {"cpu"}  # a GPU trace
     assert os.path.realpath(roots["root"]) in answer["source_roots"]
 
 
@@ -108,6 +109,7 @@ def test_top_kernels_ops_and_source_lines_honour_their_limits(server: McpServer,
     kernels = server.data("top_kernels", {"trace": GPU, "limit": 3})
     ops = server.data("top_ops", {"trace": GPU, "limit": 2, "sort_by": "host_self_ns"})
     lines = server.data("top_source_lines", {"trace": GPU, "limit": 1})
+    assert gpu_analysis.source_lines["device_ns"].max() > 0
 
     assert [r["name"] for r in kernels["rows"]] == list(gpu_analysis.kernels["name"].astype(str).head(3))
     assert kernels["total_rows"] == len(gpu_analysis.kernels)
@@ -192,7 +194,7 @@ def test_sql_caps_rows_and_asks_for_an_aggregate(server: McpServer) -> None:
     ("tool", "arguments", "message"),
     [
         ("no_such_tool", {}, "Unknown tool"),
-        ("trace_summary", {}, "pass `trace` as one of: vllm_cuda_graph_execution, cpu_mlp_step4"),
+        ("trace_summary", {}, "pass `trace` as one of: qwen_h100, cpu_mlp_step4"),
         ("trace_summary", {"trace": "nope"}, "no trace named 'nope'"),
         ("top_kernels", {"trace": GPU, "limit": "many"}, "limit"),
         ("top_kernels", {"trace": GPU, "sort_by": "name"}, "sort by one of"),

@@ -66,6 +66,7 @@ def reference(path: Path) -> tuple[dict[str, int], int]:
     spans = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "dur" in e]
     device, runtime, blocking, loading, ops, python, steps = [], {}, [], [], [], [], {}
     pageable_corr = set()
+    markers: list[int] = []
     host_extent = []
     for e in spans:
         cat, name = str(e.get("cat") or "").lower(), str(e.get("name") or "")
@@ -80,6 +81,8 @@ def reference(path: Path) -> tuple[dict[str, int], int]:
             continue
         if cat in ("cpu_op", "operator", "user_annotation", "python_function", "cuda_sync") or _is_runtime(cat):
             host_extent.append((s, s + d))
+        if cat in ("cpu_op", "user_annotation") and name.startswith("Optimizer.step#"):
+            markers.append(s)
         if cat == "user_annotation" and (m := STEP.match(name)) and d > 0:
             n = int(m.group(1))
             if n not in steps or d >= steps[n][1] - steps[n][0]:
@@ -107,6 +110,15 @@ def reference(path: Path) -> tuple[dict[str, int], int]:
             queued[dev].append((runtime[corr][1] + GRACE_NS, s))
     if steps:
         windows = sorted(steps.values())
+        # the trailing partial step is not a step (docs/schema.md: an optimizer step in every
+        # earlier step and none in it, or, unmarked, under half the shortest of >= 3 full steps)
+        if len(windows) >= 2:
+            marked = [any(ws <= m < we for m in markers) for ws, we in windows]
+            short = len(windows) >= 4 and (windows[-1][1] - windows[-1][0]) < 0.5 * min(
+                we - ws for ws, we in windows[:-1]
+            )
+            if (any(marked) and all(marked[:-1]) and not marked[-1]) or (not any(marked) and short):
+                windows = windows[:-1]
     else:
         ends = host_extent + [(s, e) for _d, s, e, _c, _x in device]
         windows = [(min(s for s, _ in ends), max(e for _, e in ends))]

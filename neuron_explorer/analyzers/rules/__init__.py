@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+from neuron_explorer.analyzers.ledger import settle_costs
 from neuron_explorer.analyzers.rules.registry import RULES, Rule, RuleContext, RuleSkipped, rule
 
 if TYPE_CHECKING:
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["RULES", "Rule", "RuleContext", "RuleSkipped", "all_rules", "rule", "run_rules"]
 
 _loaded = False
+
+#: Severity follows cost: a finding whose cost is under this share of the wall time is at most
+#: ``info``, whatever its rule's default severity (rules whose cost is not time, such as
+#: ``memory_capacity``, declare ``cost_is_time=False`` and keep theirs).
+MIN_COST_PCT_ABOVE_INFO = 2.0
 
 
 def all_rules() -> dict[str, Rule]:
@@ -48,6 +54,31 @@ def run_rules(
             reason = str(exc)
             skipped.append((r.id, reason if reason.startswith("skipped") else f"skipped: {reason}"))
             continue
-        findings.extend(found)
+        findings.extend(cap_severity_by_cost(found, r, analysis))
+    # each cost becomes a part of one attribution category no other finding claims (the ledger),
+    # and a claim cut below the severity floor by that is shown as info too
+    findings = settle_costs(findings, analysis.attribution)
+    for f in findings:
+        cap_severity_by_cost([f], RULES[f.rule_id], analysis)
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id))
     return findings, skipped
+
+
+def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> list[Finding]:
+    """Lower to ``info`` every finding of ``r`` costing under ``MIN_COST_PCT_ABOVE_INFO`` % of the
+    wall time (the step windows the attribution splits, or the whole trace without steps),
+    saying so in its message."""
+    from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns
+
+    wall = attributed_wall_ns(analysis)
+    if not r.cost_is_time or wall <= 0:
+        return found
+    limit = MIN_COST_PCT_ABOVE_INFO / 100.0 * wall
+    for f in found:
+        if f.severity != "info" and f.cost_ns < limit:
+            f.message = (
+                f"{f.message} (Shown as info, not {f.severity}: it costs {100.0 * f.cost_ns / wall:.1f}% of the "
+                f"wall time, under {MIN_COST_PCT_ABOVE_INFO:g}%.)"
+            )
+            f.severity = "info"
+    return found

@@ -8,15 +8,13 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.analysis import Analysis
-from neuron_explorer.trace.frames import env_excludes, is_library_path
+from neuron_explorer.trace.frames import env_excludes, path_origin
 
 
 def is_user_file(path: str | None) -> bool:
-    """The user's own code: not torch, the standard library, installed packages (as traces
-    write them, see ``trace.frames.is_library_path``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
-    if not path:
-        return False
-    return not is_library_path(str(path), env_excludes())
+    """The user's own code: not torch, the standard library, installed packages, this tool,
+    generated code (see ``trace.frames.path_origin``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
+    return bool(path) and path_origin(str(path), env_excludes()) == "user"
 
 
 def user_mask(files: pd.Series) -> np.ndarray:
@@ -27,8 +25,20 @@ def user_mask(files: pd.Series) -> np.ndarray:
     return lookup[np.where(codes < 0, len(lookup) - 1, codes)]
 
 
-def lines_from(df: pd.DataFrame, value: str | np.ndarray, n: int = 3, user_only: bool = True) -> list[dict[str, Any]]:
-    """The top ``n`` source lines of ``df`` (with src_* columns) by the sum of ``value``."""
+def _unit_of(column: str) -> str:
+    return "ns" if column.endswith("_ns") else "bytes" if column.endswith("bytes") else "events"
+
+
+def lines_from(
+    df: pd.DataFrame, value: str | np.ndarray, n: int = 3, user_only: bool = True, unit: str | None = None
+) -> list[dict[str, Any]]:
+    """The top ``n`` source lines of ``df`` (with src_* columns) by the sum of ``value``.
+
+    Each line carries ``value`` and its ``unit`` (``ns`` for a duration, ``bytes``, or a count:
+    ``events`` for a column of ones); ``ns`` as well when the value is a duration. Without
+    ``unit``, a column name says it (``dur_ns``: ns, ``bytes``: bytes, else a count) and an
+    array is a duration."""
+    unit = unit or (_unit_of(value) if isinstance(value, str) else "ns")
     if not len(df):
         return []
     vals = df[value].to_numpy() if isinstance(value, str) else value
@@ -55,7 +65,9 @@ def lines_from(df: pd.DataFrame, value: str | np.ndarray, n: int = 3, user_only:
             "file": str(r.file),
             "line": int(r.line),
             "func": None if pd.isna(r.fn) else str(r.fn),
-            "ns": int(r.ns),
+            "value": int(r.ns),
+            "unit": unit,
+            **({"ns": int(r.ns)} if unit == "ns" else {}),
             "count": int(r.count),
         }
         for r in g.itertuples()
@@ -75,6 +87,8 @@ def top_source_lines(a: Analysis, column: str, n: int = 3, min_value: float = 0)
             "func": None if pd.isna(r.src_func) else str(r.src_func),
             "ns": int(r.host_ns + r.device_ns),
             column: int(getattr(r, column)),
+            "value": int(getattr(r, column)),
+            "unit": _unit_of(column),
         }
         for r in sl.itertuples()
     ]
@@ -89,6 +103,16 @@ def wall_ns(a: Analysis) -> int:
 def steady_wall_ns(a: Analysis) -> int:
     w = a.steps
     return int(w.loc[~w["is_warmup"], "dur_ns"].sum()) if len(w) else 0
+
+
+def per_step(has_steps: bool) -> str:
+    """``"per step"``, or ``"in the trace"`` for a trace without steps (one whole-trace window)."""
+    return "per step" if has_steps else "in the trace"
+
+
+def step_unit(unit: str, has_steps: bool) -> str:
+    """``"copies"`` -> ``"copies/step"`` on a trace with steps, ``"copies"`` without."""
+    return f"{unit}/step" if has_steps else unit
 
 
 def num_steps(a: Analysis) -> int:

@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.intervals import merge_windows
 from neuron_explorer.analyzers.rules._evidence import lines_from, ms, num_steps, ranges
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
+from neuron_explorer.trace.schema import Kind
 
 _REGION = "Torch-Compiled Region"
-_COMPILE = r"TorchDynamo Cache Miss|_compile\.compile_inner|compile_fx\.py|torch/_dynamo/convert_frame\.py|torch/_inductor/compile_fx"
+#: Compilation itself (not running compiled code, not TorchDynamo's eval-frame wrappers or
+#: ``torch._dynamo.disable`` decorators, which every eager torch call passes through):
+#: ``dynamo_timed`` spans (``"_compile.compile_inner (dynamo_timed)"``, also recorded without
+#: the suffix by older versions) and, in traces with Python frames, the compile entry points.
+COMPILE_EVENTS = (
+    r"\(dynamo_timed\)$"
+    r"|^(?:_compile\.compile_inner|entire_frame_compile|compile_fx_inner|inductor_compile|backend_compile"
+    r"|create_aot_dispatcher_function|OutputGraph\.call_user_compiler)$"
+    r"|^TorchDynamo Cache Miss"
+    r"|torch/_dynamo/convert_frame\.py\(\d+\): _compile$"
+    r"|torch/_inductor/compile_fx\.py\(\d+\): compile_fx_inner$"
+)
+
+
+def compile_events(host: pd.DataFrame) -> pd.DataFrame:
+    """The outermost compilation spans of ``host`` (nested ones, e.g. Inductor inside Dynamo's
+    compile, are one event): one row per compilation."""
+    kinds = host["kind"].isin([Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON]).to_numpy()
+    c = host[kinds & name_mask(host["name"], COMPILE_EVENTS)]
+    if not len(c):
+        return c
+    wr, ws, _ = merge_windows(c["rank"].to_numpy(), c["start_ns"].to_numpy(), (c["start_ns"] + c["dur_ns"]).to_numpy())
+    first = pd.MultiIndex.from_arrays([c["rank"].to_numpy(), c["start_ns"].to_numpy()]).isin(
+        pd.MultiIndex.from_arrays([wr, ws])
+    )
+    c = c[np.asarray(first)].sort_values("dur_ns", ascending=False, kind="stable")
+    return c.drop_duplicates(["rank", "start_ns"]).sort_values(["rank", "start_ns"], kind="stable")
 
 
 @rule(
@@ -26,7 +55,7 @@ def compile_graph_breaks(ctx: RuleContext) -> list[Finding]:
     is_region = name_mask(host["name"], f"^{_REGION}")
     regions = host[is_region | name_mask(host["name"], "CompiledFunction$")]
     regions = regions[~regions["parent_id"].isin(regions["event_id"])]
-    compiles = host[name_mask(host["name"], _COMPILE) & ~is_region]
+    compiles = compile_events(host)
     if not len(regions) and not len(compiles):
         raise RuleSkipped("skipped: needs torch.compile events (Torch-Compiled Region / CompiledFunction)")
     top_regions = regions[name_mask(regions["name"], f"^{_REGION}")]

@@ -7,6 +7,7 @@ import pandas as pd
 
 from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.kernels import uses_tensor_cores
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
@@ -177,10 +178,12 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
     gemm = k[k["category"] == "gemm"]
     if not len(gemm):
         raise RuleSkipped("skipped: needs GEMM kernels")
-    majors = [float(p["computeMajor"]) for p in ctx.frames.device_properties if p.get("computeMajor") is not None]
-    if not majors:
+    hw = ctx.frames.hardware
+    if not hw.is_nvidia:
+        raise RuleSkipped(f"skipped: tensor-core kernel names are known for NVIDIA GPUs only ({hw.platform} trace)")
+    if hw.compute_major is None:
         raise RuleSkipped("skipped: needs device properties with compute capability (computeMajor)")
-    if max(majors) < ctx.threshold("min_compute_major"):
+    if hw.compute_major < ctx.threshold("min_compute_major"):
         return []
     tc = uses_tensor_cores(gemm["name"]).to_numpy()
     gemm_ns = float(gemm["total_ns"].sum())
@@ -207,13 +210,30 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
             cost_ns=int(non_tc_ns * 0.5),  # tensor cores typically at least halve GEMM time
             event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
             source_lines=lines_from(ev, "dur_ns"),
-            recommendation=(
-                "Run matmuls in reduced precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
-                "(or float16 with GradScaler), or at least torch.backends.cuda.matmul.allow_tf32 = True / "
-                "torch.set_float32_matmul_precision('high') on Ampere and newer."
-            ),
+            recommendation=reduced_precision_advice(hw),
         )
     ]
+
+
+def reduced_precision_advice(hw: Hardware) -> str:
+    """Autocast advice this hardware can take: bf16 (and TF32) from NVIDIA compute capability 8.0,
+    float16 with a GradScaler on Volta/Turing (no bf16 there), bf16 on ROCm, Neuron, MTIA, XPU."""
+    keep = "; the optimizer step stays in fp32 (autocast leaves it alone)"
+    if hw.bf16:
+        tf32 = ', or at least TF32 matmuls: torch.set_float32_matmul_precision("high")' if hw.tf32 else ""
+        return f"Wrap the forward pass and loss in {hw.autocast('bfloat16')}{keep}{tf32}."
+    if hw.is_nvidia and hw.tensor_cores:
+        return (
+            f"Wrap the forward pass and loss in {hw.autocast('float16')} and scale the loss with "
+            f'torch.amp.GradScaler("{hw.torch_device}"){keep}. {hw.label} has no bf16 or TF32.'
+        )
+    if hw.is_nvidia:  # model unknown (no deviceProperties)
+        return (
+            f"Wrap the forward pass and loss in {hw.autocast('bfloat16')} on compute capability 8.0 and newer "
+            f"(torch.cuda.is_bf16_supported()), else in {hw.autocast('float16')} with "
+            f'torch.amp.GradScaler("cuda"){keep}.'
+        )
+    return f"Wrap the forward pass and loss in {hw.autocast('float16')}{keep}."
 
 
 _MATMUL_OPS = (
@@ -274,9 +294,6 @@ def fp32_amp(ctx: RuleContext) -> list[Finding]:
             cost_ns=int(fp32_ns * 0.5),
             event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
             source_lines=lines_from(ev, "dur_ns"),
-            recommendation=(
-                "Wrap the forward pass and loss in torch.autocast(device_type=..., dtype=torch.bfloat16); "
-                "keep the optimizer step in fp32 (autocast does)."
-            ),
+            recommendation=reduced_precision_advice(ctx.frames.hardware),
         )
     ]

@@ -169,7 +169,7 @@ def host_hotspot(ctx: RuleContext) -> list[Finding]:
     pct = 100.0 * top["python_ns"] / wall
     return [
         ctx.finding(
-            title=f"{top['file']}:{top['line']} ({top['func']}) uses {pct:.0f}% of host time",
+            title=f"{top['file']}:{top['line']} ({top['func']}) spends {pct:.0f}% of wall time in its own Python",
             message=(
                 f"{len(lines)} line(s) of your code each spend over {ctx.threshold('min_pct'):.0f}% of wall time "
                 f"in their own Python (not in framework ops or library code); the top one {ms(top['python_ns'])}."

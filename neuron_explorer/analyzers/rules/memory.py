@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls
+from neuron_explorer.analyzers.context import ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
@@ -17,12 +16,13 @@ from neuron_explorer.analyzers.rules._evidence import (
     ms,
     num_steps,
     ranges,
+    step_unit,
     top_source_lines,
 )
+from neuron_explorer.analyzers.rules._evidence import per_step as per_step_words
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind
-
-_SYNC_COPY = re.compile(r"^(?:cuda|hip)Memcpy(?:2D|3D|ToSymbol|FromSymbol|DtoH|HtoD|DtoD)?$|^(?:cuda|hip)Memset$", re.I)
+from neuron_explorer.trace.units import format_quantity
 
 
 def _memcpys(ctx: RuleContext) -> pd.DataFrame:
@@ -111,17 +111,20 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
     if per_step < ctx.threshold("min_per_step"):
         return []
     ev = ctx.frames.launch_events
-    launch_ns = float(ev.loc[ev["event_id"].isin(small["event_id"]), "launch_dur_ns"].sum())
+    mine = pd.Index(ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy())).isin(
+        ukey(small["rank"].to_numpy(), small["event_id"].to_numpy())
+    )  # event ids are per rank
+    launch_ns = float(ev.loc[mine, "launch_dur_ns"].sum())
     tr, ids = ranges(small)
     return [
         ctx.finding(
-            title=f"{per_step:.0f} small host-to-device copies per step",
+            title=f"{per_step:.0f} small host-to-device copies {per_step_words(ctx.frames.has_steps)}",
             message=(
                 f"{len(small)} H2D copies of <= {int(ctx.threshold('max_bytes'))} bytes (mean "
                 f"{small['bytes'].mean():.0f} B) cost {ms(small['dur_ns'].sum())} on the device and {ms(launch_ns)} to launch."
             ),
             metrics={
-                "copies_per_step": metric(per_step, "copies/step"),
+                "copies_per_step": metric(per_step, step_unit("copies", ctx.frames.has_steps)),
                 "mean_bytes": metric(float(small["bytes"].mean()), "bytes"),
                 "device_ns": metric(int(small["dur_ns"].sum()), "ns"),
             },
@@ -142,6 +145,7 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
     family="memory",
     title="Device memory near capacity",
     thresholds={"max_peak_pct": (90.0, "% of device memory")},
+    cost_is_time=False,  # the risk of running out of memory, not time spent
 )
 def memory_capacity(ctx: RuleContext) -> list[Finding]:
     """Peak reserved or allocated memory above ``max_peak_pct`` of the device's capacity
@@ -160,8 +164,9 @@ def memory_capacity(ctx: RuleContext) -> list[Finding]:
         ctx.finding(
             title=f"Device {worst['device']} peaked at {worst['peak_pct']:.0f}% of its memory",
             message=(
-                f"Peak reserved {worst['peak_reserved_bytes'] / 2**30:.2f} GiB, allocated "
-                f"{worst['peak_allocated_bytes'] / 2**30:.2f} GiB of {worst['capacity_bytes'] / 2**30:.2f} GiB."
+                f"Peak reserved {format_quantity(worst['peak_reserved_bytes'], 'bytes')}, allocated "
+                f"{format_quantity(worst['peak_allocated_bytes'], 'bytes')} of "
+                f"{format_quantity(worst['capacity_bytes'], 'bytes')}."
             ),
             metrics={
                 "peak_pct": metric(worst["peak_pct"], "%"),
@@ -202,6 +207,7 @@ def alloc_churn(ctx: RuleContext) -> list[Finding]:
     mem = ctx.frames.memory
     allocs = mem[(mem["bytes"] > 0).to_numpy() & (mem["device"] == worst["device"]).to_numpy()]
     where = f"{worst['device_type']}:{worst['device']}" if worst["device"] >= 0 else worst["device_type"]
+    steps = ctx.frames.has_steps
     # Cost: the host time of the ops that made the allocations (the allocator work and the ops
     # that exist only to create temporaries); the page faults of fresh memory are not counted.
     host = ctx.frames.host
@@ -213,19 +219,23 @@ def alloc_churn(ctx: RuleContext) -> list[Finding]:
     ]
     return [
         ctx.finding(
-            title=f"{worst['allocs_per_step']:.0f} allocations per step on {where} ({worst['churn_ratio']:.0f}x the peak)",
+            title=(
+                f"{worst['allocs_per_step']:.0f} allocations {per_step_words(steps)} on {where} "
+                f"({worst['churn_ratio']:.0f}x the peak)"
+            ),
             message=(
-                f"Each step allocates {worst['alloc_bytes_per_step'] / 2**20:.1f} MiB in {worst['allocs_per_step']:.0f} "
-                f"blocks while the peak footprint is {worst['peak_allocated_bytes'] / 2**20:.1f} MiB."
+                f"{'Each step allocates' if steps else 'The trace allocates'} "
+                f"{format_quantity(worst['alloc_bytes_per_step'], 'bytes')} in {worst['allocs_per_step']:.0f} "
+                f"blocks while the peak footprint is {format_quantity(worst['peak_allocated_bytes'], 'bytes')}."
             ),
             metrics={
-                "allocs_per_step": metric(worst["allocs_per_step"], "allocs/step"),
-                "alloc_bytes_per_step": metric(worst["alloc_bytes_per_step"], "bytes"),
+                "allocs_per_step": metric(worst["allocs_per_step"], step_unit("allocs", steps)),
+                "alloc_bytes_per_step": metric(worst["alloc_bytes_per_step"], step_unit("bytes", steps)),
                 "churn_ratio": metric(worst["churn_ratio"], "x"),
             },
             cost_ns=int(alloc_ops["dur_ns"].sum()),
             event_ids=[int(x) for x in allocs.nlargest(5, "bytes")["event_id"]],
-            source_lines=lines_from(allocs, allocs["bytes"].to_numpy(np.int64)),
+            source_lines=lines_from(allocs, allocs["bytes"].to_numpy(np.int64), unit="bytes"),
             recommendation=(
                 "Reuse buffers: preallocate outside the loop and write into them (out=, in-place ops), "
                 "hoist constant tensors, and avoid creating temporaries per iteration."

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-import numpy as np
+import re
 
-from neuron_explorer.analyzers.context import name_mask
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.analyzers.context import name_mask, ukey
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.hardware import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS, Hardware
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
-from neuron_explorer.analyzers.rules._evidence import lines_from, ms, ranges
+from neuron_explorer.analyzers.rules._evidence import lines_from, ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind
+
+#: Ops and kernels of multi-tensor (foreach) and fused optimizer implementations: torch's
+#: ``_foreach_*`` / ``_fused_adam_`` ops and their ``multi_tensor_apply_kernel`` kernels, apex /
+#: DeepSpeed ``multi_tensor_adam`` / ``FusedAdam`` kernels.
+FUSED_OPTIMIZER_WORK = r"_foreach_|_fused_|multi_tensor|[Ff]used_?[Aa]dam|[Ff]used_?[Ss][Gg][Dd]|fused_adam|fused_sgd"
+_STEP = re.compile(r"^Optimizer\.step#(?P<cls>[^.]+)\.step$")
 
 
 @rule(
@@ -20,43 +30,90 @@ from neuron_explorer.trace.schema import Kind
 )
 def unfused_optimizer(ctx: RuleContext) -> list[Finding]:
     """``optimizer.step()`` runs one small op per parameter tensor (more than ``min_ops_per_step``
-    per step and no ``_foreach_``/``_fused_`` op): the for-loop implementation."""
+    per step): the for-loop implementation. Not when the step already runs foreach / fused work
+    (``_foreach_``/``_fused_`` ops, ``multi_tensor_apply`` kernels), and, on a device trace, only
+    ops that launch device work count (bookkeeping ops on host scalars cost no kernel)."""
     host = ctx.frames.host
-    steps = host[name_mask(host["name"], "^Optimizer\\.step#")]
-    if not len(steps):
+    spans = host[name_mask(host["name"], "^Optimizer\\.step#")]
+    if not len(spans):
         raise RuleSkipped("skipped: needs optimizer step annotations (Optimizer.step#...)")
-    ops = host[(host["kind"] == Kind.CPU_OP).to_numpy()]
+    # Nested optimizer spans (a wrapper's step calling the inner optimizer's) are one step: union.
     wr, ws, we = merge_windows(
-        steps["rank"].to_numpy(), steps["start_ns"].to_numpy(), (steps["start_ns"] + steps["dur_ns"]).to_numpy()
+        spans["rank"].to_numpy(), spans["start_ns"].to_numpy(), (spans["start_ns"] + spans["dur_ns"]).to_numpy()
     )
+    n_steps, opt_ns = len(ws), int((we - ws).sum())
+    ops = host[(host["kind"] == Kind.CPU_OP).to_numpy()]
     rows, _, _, _ = clip_to_windows(
         ops["rank"].to_numpy(), ops["start_ns"].to_numpy(), (ops["start_ns"] + ops["dur_ns"]).to_numpy(), wr, ws, we
     )
     inside = ops.iloc[np.unique(rows)]
-    fused = bool(name_mask(inside["name"], "_foreach_|_fused_").any())
-    ids = set(inside["event_id"].tolist())
-    top = inside[~inside["parent_id"].isin(ids)]
-    per_step = len(top) / len(steps)
-    if fused or per_step < ctx.threshold("min_ops_per_step"):
+    dev = ctx.frames.device
+    inside_keys = ukey(inside["rank"].to_numpy(), inside["event_id"].to_numpy())
+    dev_op = ukey(dev["rank"].to_numpy(), dev["op_id"].fillna(-1).to_numpy(np.int64))
+    launched = dev[(dev_op >= 0) & pd.Index(dev_op).isin(inside_keys)]
+    fused_class = bool(name_mask(spans["name"], r"^Optimizer\.step#\w*[Ff]used").any())  # apex/DeepSpeed FusedAdam
+    if (
+        fused_class
+        or bool(name_mask(inside["name"], FUSED_OPTIMIZER_WORK).any())
+        or bool(name_mask(launched["name"], FUSED_OPTIMIZER_WORK).any())
+    ):
         return []
-    opt = str(steps["name"].iloc[0]).split("#")[-1]
-    opt_ns = float(steps["dur_ns"].sum())
-    tr, eids = ranges(steps)
+    if len(dev):
+        # a device trace: the per-parameter ops that cost something are those launching kernels
+        launching = ukey(launched["rank"].to_numpy(), launched["op_id"].to_numpy(np.int64))
+        counted = inside[pd.Index(inside_keys).isin(launching)]
+        what = "device-launching ops"
+    else:
+        parent_keys = ukey(inside["rank"].to_numpy(), inside["parent_id"].fillna(-1).to_numpy(np.int64))
+        counted = inside[~pd.Index(parent_keys).isin(inside_keys)]
+        what = "top-level ops"
+    per_step = len(counted) / n_steps
+    if per_step < ctx.threshold("min_ops_per_step"):
+        return []
+    classes = spans["name"].astype(str).str.extract(_STEP)["cls"].dropna()
+    opt = str(classes.iloc[0]) if len(classes) else str(spans["name"].iloc[0]).split("#")[-1]
+    top_names = ", ".join(counted["name"].astype(str).value_counts().head(3).index)
+    tr = [[int(s), int(e)] for s, e in zip(ws[:5], we[:5])]
     return [
         ctx.finding(
             title=f"{opt}: {per_step:.0f} per-parameter ops per optimizer step",
             message=(
-                f"{len(steps)} optimizer steps took {ms(opt_ns)} ({ms(opt_ns / len(steps))} each), issuing one small "
-                f"op per parameter tensor ({', '.join(top['name'].astype(str).value_counts().head(3).index)})."
+                f"{n_steps} optimizer step(s) took {ms(opt_ns)} in all ({ms(opt_ns / n_steps)} each; nested "
+                f"optimizer spans counted once), each issuing {per_step:.0f} {what}, one per parameter tensor "
+                f"({top_names}), and no foreach or fused op."
             ),
-            metrics={"ops_per_step": metric(per_step, "ops/step"), "optimizer_ns": metric(int(opt_ns), "ns")},
+            metrics={
+                "ops_per_step": metric(per_step, "ops/step"),
+                "optimizer_steps": metric(n_steps, "steps"),
+                "optimizer_ns": metric(opt_ns, "ns"),
+            },
             cost_ns=int(opt_ns * 0.5),
             time_ranges=tr,
-            event_ids=eids,
-            source_lines=lines_from(steps, "dur_ns"),
-            recommendation=(
-                f"Construct the optimizer with foreach=True (multi-tensor) or fused=True (one kernel), "
-                f"e.g. torch.optim.{opt}(params, ..., fused=True) on CUDA."
-            ),
+            event_ids=[int(i) for i in spans.nlargest(5, "dur_ns")["event_id"]],
+            source_lines=lines_from(spans, "dur_ns"),
+            recommendation=optimizer_advice(opt, ctx.frames.hardware),
         )
     ]
+
+
+def optimizer_advice(opt: str, hw: Hardware) -> str:
+    """The fix, naming the constructor arguments as they are called (``fused``/``foreach`` are
+    arguments of the optimizer's constructor, not of ``step()``), only where this optimizer class
+    and this device have them."""
+    fused = opt in FUSED_OPTIMIZERS and hw.fused_optimizer
+    if fused:
+        return (
+            f"Construct the optimizer with its fused implementation, torch.optim.{opt}(model.parameters(), "
+            f"lr=..., fused=True) (one kernel for all parameters on {hw.platform}), or the multi-tensor one, "
+            f"torch.optim.{opt}(model.parameters(), lr=..., foreach=True)."
+        )
+    if opt in FOREACH_OPTIMIZERS:
+        return (
+            f"Construct the optimizer with its multi-tensor implementation: torch.optim.{opt}(model.parameters(), "
+            f"lr=..., foreach=True) (a few ops for all parameters instead of one per parameter)."
+        )
+    return (
+        f"{opt} updates one parameter at a time. Use an optimizer with a multi-tensor or fused implementation, "
+        f"e.g. torch.optim.AdamW(model.parameters(), lr=..., "
+        f"{'fused=True' if hw.fused_optimizer else 'foreach=True'}), or {opt}'s own multi-tensor option if it has one."
+    )

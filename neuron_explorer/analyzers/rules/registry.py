@@ -40,6 +40,9 @@ class Rule:
     thresholds: dict[str, tuple[float, str]] = field(default_factory=dict)
     needs: str = ""
     doc: str = ""
+    #: False where ``cost_ns`` is not the time the problem costs (capacity risk): then severity
+    #: is not capped by cost (see ``rules.cap_severity_by_cost``).
+    cost_is_time: bool = True
 
 
 RULES: dict[str, Rule] = {}
@@ -53,6 +56,7 @@ def rule(
     severity: str = "warning",
     thresholds: dict[str, tuple[float, str]] | None = None,
     needs: str = "",
+    cost_is_time: bool = True,
 ) -> Callable[[RuleFunc], RuleFunc]:
     """Register a rule. ``thresholds`` maps a name to ``(default value, unit)``."""
     if severity not in SEVERITY_RANK:
@@ -61,7 +65,8 @@ def rule(
     def decorate(func: RuleFunc) -> RuleFunc:
         if id in RULES and RULES[id].func is not func:
             raise ValueError(f"rule id {id!r} registered twice")
-        RULES[id] = Rule(id, family, title, func, severity, dict(thresholds or {}), needs, (func.__doc__ or "").strip())
+        doc = (func.__doc__ or "").strip()
+        RULES[id] = Rule(id, family, title, func, severity, dict(thresholds or {}), needs, doc, cost_is_time)
         return func
 
     return decorate

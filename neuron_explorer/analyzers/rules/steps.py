@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, name_mask
+from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import ms
+from neuron_explorer.analyzers.rules.compile import compile_events
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
 
@@ -71,9 +72,6 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
     ]
 
 
-_COMPILE_NAMES = r"TorchDynamo|Torch-Compiled Region|CompiledFunction|torch/_dynamo|torch/_inductor|compile_fx|_compile"
-
-
 @rule(
     "warmup_cost",
     family="steps",
@@ -94,9 +92,8 @@ def warmup_cost(ctx: RuleContext) -> list[Finding]:
     pct = 100.0 * extra / float(s["dur_ns"].sum())
     if pct < ctx.threshold("min_pct") or extra < ctx.threshold("min_extra_ns"):
         return []
-    host = ctx.frames.host
-    in_warm = host["step"].isin(warm["step"]).to_numpy()
-    compiling = host[in_warm & name_mask(host["name"], _COMPILE_NAMES)]
+    compiling = compile_events(ctx.frames.host)
+    compiling = compiling[compiling["step"].isin(warm["step"]).to_numpy()]
     return [
         ctx.finding(
             title=f"Warm-up step(s) cost {ms(extra)} extra ({pct:.0f}% of profiled time)",

@@ -23,6 +23,7 @@ from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, buil
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.units import format_line_value, format_metric, format_quantity
 
 if TYPE_CHECKING:
     from neuron_explorer.analyzers import Analysis
@@ -176,8 +177,15 @@ def finding_view(f: Any, where: Locations | None = None) -> dict[str, Any]:
     where = where or Locations()
     lines = []
     for sl in d.get("source_lines") or []:
-        code = read_source_line(sl.get("file"), sl.get("line"))
-        lines.append({**_plain(sl), "location": where.finding_line(sl), "code": code})
+        lines.append(
+            {
+                **_plain(sl),
+                "location": where.finding_line(sl),
+                "code": read_source_line(sl.get("file"), sl.get("line")),
+                "value_text": format_line_value(sl),
+            }
+        )
+    metrics, threshold = d.get("metrics") or {}, d.get("threshold") or {}
     return {
         "rule_id": str(d.get("rule_id", "")),
         "severity": str(d.get("severity", "info")),
@@ -185,8 +193,12 @@ def finding_view(f: Any, where: Locations | None = None) -> dict[str, Any]:
         "message": str(d.get("message", "")),
         "cost_ns": int(d.get("cost_ns") or 0),
         "rank": d.get("rank"),
-        "metrics": _plain(d.get("metrics") or {}),
-        "threshold": _plain(d.get("threshold") or {}),
+        "metrics": _plain(metrics),
+        "threshold": _plain(threshold),
+        # figures formatted once, by unit, in Python (trace.units): the page shows these strings
+        "metrics_text": {k: format_metric(v) for k, v in metrics.items()},
+        "threshold_text": {k: format_metric(v) for k, v in threshold.items()},
+        "cost_text": format_quantity(int(d.get("cost_ns") or 0), "ns"),
         "time_ranges": len(d.get("time_ranges") or []),
         "events": len(d.get("event_ids") or []),
         "source_lines": lines[:10],

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.trace.units import format_line_value
 from neuron_explorer.tui.format import fmt_metric, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.views.overview import SEVERITY_STYLE
@@ -151,10 +152,10 @@ def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None =
         lines = Table(title="Source lines", title_justify="left", box=None, header_style="bold")
         # the line column must not wrap: a location is cut from the left by its own rules
         lines.add_column("Line", no_wrap=True, overflow="ignore", ratio=1)
-        lines.add_column("Time", justify="right", no_wrap=True)
+        lines.add_column("Value", justify="right", no_wrap=True)
         where = where or Locations()
         for sl in f.source_lines[:MAX_LISTED]:
-            lines.add_row(where.finding_line(sl, LINE_CHARS), fmt_ns(sl.get("ns")))
+            lines.add_row(where.finding_line(sl, LINE_CHARS), format_line_value(sl))
         parts += [Text(""), lines]
         if any(where.is_function_level(sl.get("file"), sl.get("line")) for sl in f.source_lines[:MAX_LISTED]):
             parts.append(Text(FUNCTION_LEVEL_HINT, style="dim"))

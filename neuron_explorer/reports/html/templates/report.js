@@ -34,17 +34,6 @@
     return (b < 0 ? "-" : "") + v.toFixed(i ? 1 : 0) + " " + u[i];
   }
   function fmtNum(v) { return v == null ? "–" : Number(v).toLocaleString("en-US"); }
-  function fmtMetric(m) {
-    if (m == null || typeof m !== "object") return String(m);
-    var v = m.value, unit = m.unit || "";
-    if (typeof v === "number") {
-      if (unit === "ns") return fmtNs(v);
-      if (unit === "bytes") return fmtBytes(v);
-      v = Number.isInteger(v) ? fmtNum(v) : unit.charAt(0) === "%" ? v.toFixed(1)
-        : v.toFixed(Math.abs(v) >= 100 ? 1 : 3).replace(/\.?0+$/, "");
-    }
-    return String(v) + (unit ? (unit === "%" ? "%" : " " + unit) : "");
-  }
   function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
 
   // ------------------------------------------------------------------ header and notes
@@ -87,7 +76,7 @@
       h3.appendChild(el("span", null, (i + 1) + ". " + f.title));
       if (f.cost_ns > 0) {
         var pct = wall > 0 ? " (" + (100 * f.cost_ns / wall).toFixed(1) + "% of wall time)" : "";
-        h3.appendChild(el("span", { class: "cost" }, "costs ~" + fmtNs(f.cost_ns) + pct));
+        h3.appendChild(el("span", { class: "cost" }, "costs ~" + f.cost_text + pct));
       }
       h3.appendChild(el("span", { class: "rule" }, f.rule_id + (f.rank != null ? " · rank " + f.rank : "")));
       art.appendChild(h3);
@@ -97,8 +86,8 @@
         var m = el("div", { class: "metrics" });
         names.forEach(function (n) {
           var s = el("span"); s.appendChild(el("b", null, n.replace(/_/g, " ") + ": "));
-          s.appendChild(document.createTextNode(fmtMetric(f.metrics[n])));
-          if (f.threshold[n]) s.appendChild(document.createTextNode(" (threshold " + fmtMetric(f.threshold[n]) + ")"));
+          s.appendChild(document.createTextNode(f.metrics_text[n]));
+          if (f.threshold[n]) s.appendChild(document.createTextNode(" (threshold " + f.threshold_text[n] + ")"));
           m.appendChild(s);
         });
         art.appendChild(m);
@@ -110,7 +99,7 @@
           var li = el("li");
           li.appendChild(el("code", { title: (sl.file || "?") + ":" + (sl.line == null ? "?" : sl.line) }, sl.location || sl.file || "?"));
           if (sl.func) li.appendChild(document.createTextNode(" in " + sl.func));
-          if (sl.ns != null) li.appendChild(document.createTextNode(" · " + fmtNs(sl.ns)));
+          if (sl.value_text && sl.value_text !== "-") li.appendChild(document.createTextNode(" · " + sl.value_text));
           if (sl.code) { li.appendChild(document.createTextNode(" ")); li.appendChild(el("span", { class: "code" }, sl.code.trim())); }
           ul.appendChild(li);
         });
