@@ -53,7 +53,7 @@ page = render_html(data); t5 = time.perf_counter()
 path = write_html(page, sys.argv[2]); t6 = time.perf_counter(); c6 = time.process_time()
 print(json.dumps({"generate_cpu_s": c6 - c1, "import_s": t1 - t0, "read_s": t2 - t1, "analyze_s": t3 - t2, "data_s": t4 - t3,
                   "render_s": t5 - t4, "write_s": t6 - t5, "generate_s": t6 - t1, "events": trace.num_events,
-                  "bytes": path.stat().st_size, "timeline_bars": sum(len(s["segments"]["lane"]) for s in data["timeline"]["steps"])}))
+                  "bytes": path.stat().st_size, "timeline_events": sum(s["kept"] for s in data["timeline"]["steps"])}))
 """
 
 
@@ -73,7 +73,7 @@ def generate(parquet: Path, out: Path, repeat: int) -> dict[str, Any]:
     runs = [run_measured([sys.executable, "-c", PROBE, str(parquet), str(out)]) for _ in range(max(1, repeat))]
     probes = [r.json() for r in runs]
     result = {k: statistics.median(p[k] for p in probes) for k in probes[0] if k.endswith("_s")}
-    result.update(events=probes[0]["events"], bytes=probes[0]["bytes"], timeline_bars=probes[0]["timeline_bars"])
+    result.update(events=probes[0]["events"], bytes=probes[0]["bytes"], timeline_events=probes[0]["timeline_events"])
     result["peak_rss_mb"] = max(r.peak_rss_bytes for r in runs) / 2**20
     return result
 
@@ -144,7 +144,7 @@ def _print(label: str, r: dict[str, Any], generation_target: bool) -> None:
     )
     print(
         f"  page size              {r['bytes'] / 1e6:6.2f} MB  (target < 15 MB: {ok(r['bytes'] < SIZE_TARGET_BYTES)}); "
-        f"{r['timeline_bars']:,} timeline bars"
+        f"{r['timeline_events']:,} timeline events"
     )
     b = r.get("browser")
     if b:

@@ -18,20 +18,58 @@ SHARED_FIXTURES = Path(os.environ.get("NEURON_EXPLORER_SHARED", REPO.parent / "s
 #: Every Kineto trace bundled in tests/data.
 BUNDLED_TRACES = sorted(p for p in KINETO.rglob("*") if p.name.endswith((".json", ".json.gz")))
 
+#: Shared fixtures (path under ../shared/fixtures) that tests/data holds a copy of, renamed only
+#: (see tests/data/README.md): the suite needs no ../shared beside the checkout.
+BUNDLED_COPIES: dict[str, Path] = {
+    "kineto/local/example_cpu_small.json": KINETO / "local/example_cpu_small.json",
+    "kineto/local/cpu_mlp_step4.json": KINETO / "local/cpu_mlp_step4.json",
+    "kineto/hta/nccl_parser_config/nccl_data.json.gz": KINETO / "hta/nccl_data.json.gz",
+    "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": KINETO
+    / "hta/ns_resolution_rank0.json.gz",
+    "kineto/hta/mtia_inference_trace/mtia_inference_rank_0.json.gz": KINETO / "hta/mtia_inference_rank_0.json.gz",
+    "kineto/hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz": KINETO
+    / "hta/cupti_profiler_a100.json.gz",
+    "kineto/hta/distributed_info_unavailable/distributed_info_not_found.json.gz": KINETO
+    / "hta/distributed_info_not_found.json.gz",
+    "kineto/hta/rank_non_gpu/rank_non_gpu.json.gz": KINETO / "hta/rank_non_gpu.json.gz",
+    "kineto/hta/rank_unavailable/rank_not_found.json.gz": KINETO / "hta/rank_not_found.json.gz",
+    "kineto/hta/trace_compare/base/base.json.gz": KINETO / "hta/trace_compare_base.json.gz",
+    "kineto/hta/trace_compare/test/test.json.gz": KINETO / "hta/trace_compare_test.json.gz",
+    "kineto/tracelens/b200/eager_trace.json.gz": KINETO / "tracelens/b200_eager.json.gz",
+    "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": KINETO / "tracelens/qwen_h100.json.gz",
+    "kineto/tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": KINETO / "tracelens/qwen_mi300.json.gz",
+}
+#: Shared fixtures too big for the repository (tests that need them skip without ../shared).
+NOT_BUNDLED = {
+    "kineto/hta/df_index_resolver/df_index_resolver.json.gz": "216k events, 3 MB: the scale fixture",
+}
+
 
 def shared_fixture(relpath: str) -> Path:
-    """A trace from ../shared/fixtures (large real traces not copied into the repo)."""
+    """A real trace by its path under ../shared/fixtures: the copy in tests/data when there is
+    one, else the shared file (the few big ones not copied into the repo; skip without it)."""
+    bundled = BUNDLED_COPIES.get(relpath)
+    if bundled is not None and bundled.exists():
+        return bundled
     path = SHARED_FIXTURES / relpath
     if not path.exists():
-        pytest.skip(f"shared fixture not available: {path}")
+        why = NOT_BUNDLED.get(relpath, "not copied into tests/data")
+        pytest.skip(f"shared fixture not available ({why}): {path}")
     return path
 
 
 def all_shared_traces() -> list[Path]:
+    """The shared traces tests/data has no copy of (those are in BUNDLED_TRACES already)."""
     root = SHARED_FIXTURES / "kineto"
     if not root.exists():
         return []
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.name.endswith((".json", ".json.gz"))
+        and str(p.relative_to(SHARED_FIXTURES)) not in BUNDLED_COPIES
+    )
 
 
 @pytest.fixture(scope="session")

@@ -126,10 +126,15 @@ def findings(
             )
         selected = [f for f in selected if f.rule_id in wanted]
     limit = clamp_limit(limit)
+    where = _locations(a)
+    shown = [plain(f.to_dict()) for f in selected[:limit]]
+    for f in shown:
+        for sl in f.get("source_lines") or []:
+            sl["location"] = where.finding_line(sl)
     return {
         "trace": served.name,
         "total": len(selected),
-        "findings": [plain(f.to_dict()) for f in selected[:limit]],
+        "findings": shown,
         "skipped": [{"rule_id": r, "reason": why} for r, why in a.skipped if not wanted or r in wanted],
         "units": "cost_ns: estimated time lost, ns; time_ranges: [start_ns, end_ns] absolute; metrics carry their units.",
     }
@@ -184,10 +189,25 @@ def op_perf(
 def top_source_lines(
     served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", file_contains: str | None = None
 ) -> dict[str, Any]:
-    df = served.analysis().source_lines
+    a = served.analysis()
+    df = a.source_lines
     if file_contains:
         df = df[df["src_file"].astype(str).str.contains(file_contains, regex=False)]
+    where = _locations(a)
+    # "location" is how every output shows the line (for people); src_file stays the recorded path
+    df = df.assign(
+        location=[
+            where.format(f, n, fn, p)
+            for f, n, fn, p in zip(df["src_file"], df["src_line"], df["src_func"], df["src_precision"])
+        ]
+    )
     return _table_answer(served, "source_lines", df, clamp_limit(limit), sort_by)
+
+
+def _locations(a: Any) -> Any:
+    from neuron_explorer.reports.location import Locations
+
+    return Locations.for_analysis(a)
 
 
 def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Say what holds the run back: every metric and rule on a trace, as text, JSON or markdown.
 
 Findings come most costly first, each with its numbers, the threshold used, the source lines
-responsible and a fix. Rules that lack data say "skipped: needs X".
+responsible and a fix. Rules that lack data say "skipped: needs X": text output folds them into
+one line (--verbose lists each).
 
 Examples:
   neuron-explorer analyze trace.parquet
@@ -53,6 +54,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="override a rule threshold, e.g. device_idle.min_busy_pct=70 (repeatable)",
+    )
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="list every rule that did not apply, with what it lacked (text output folds them into one line)",
     )
     parser.add_argument("--top", type=int, default=10, help="rows per table in text/markdown output (default: 10)")
     add_device_spec_argument(parser)
@@ -111,10 +118,10 @@ def run(args: argparse.Namespace) -> int:
             import io
 
             buf = io.StringIO()
-            render_text(a, buf, args.min_severity, args.top, width=140)
+            render_text(a, buf, args.min_severity, args.top, width=140, verbose=args.verbose)
             _write(Path(args.output), buf.getvalue())
         else:
-            render_text(a, sys.stdout, args.min_severity, args.top)
+            render_text(a, sys.stdout, args.min_severity, args.top, verbose=args.verbose)
     elif args.output:
         _write(Path(args.output), text)
     else:

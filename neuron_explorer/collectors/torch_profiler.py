@@ -156,6 +156,13 @@ class profile(torch.profiler.profile):
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ context and decorator
+    def prepare_trace(self) -> None:
+        # torch warns that each cycle starts with its events cleared: that is what a trace per
+        # cycle wants, so the warning would only alarm (record --schedule printed it).
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*Profiler clears events at the end of each cycle")
+            super().prepare_trace()
+
     def __enter__(self) -> profile:
         if profiler_running():
             self._disabled = True

@@ -5,7 +5,9 @@ from __future__ import annotations
 from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
 from neuron_explorer.analyzers.perf.shapes import short_shapes
-from neuron_explorer.reports._format import fmt_line, fmt_ns, fmt_value, short
+from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
+from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.names import short_kernel_name
 
 _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
 
@@ -16,6 +18,8 @@ def _cell(text: object) -> str:
 
 def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     s = a.summary
+    where = Locations.for_analysis(a)
+    function_level = False
     out = [
         f"## Neuron Explorer analysis: `{_cell(s['source'] or 'trace')}`",
         "",
@@ -47,13 +51,14 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
             out.append(" · ".join(f"{k}: **{fmt_value(v)}**" for k, v in f.metrics.items()))
         if f.source_lines:
             out.append("")
-            out.append("Where: " + ", ".join(f"`{fmt_line(x)}`" for x in f.source_lines[:3]))
+            out.append("Where: " + ", ".join(f"`{_cell(where.finding_line(x))}`" for x in f.source_lines[:3]))
+            function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in f.source_lines[:3])
         out += ["", f"**Fix:** {_cell(f.recommendation)}", ""]
     if len(a.kernels):
         out += ["### Top kernels", "", "| kernel | category | count | total | % |", "|---|---|---:|---:|---:|"]
         for r in a.kernels.head(top).itertuples():
             out.append(
-                f"| `{_cell(short(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |"
+                f"| `{_cell(short_kernel_name(r.name, 60))}` | {r.category} | {r.count:,} | {fmt_ns(r.total_ns)} | {r.pct:.1f} |"
             )
         out.append("")
     perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
@@ -75,13 +80,17 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     if len(a.source_lines):
         out += ["### Top source lines", "", "| line | host (self) | device | kernels |", "|---|---:|---:|---:|"]
         for r in a.source_lines.head(top).itertuples():
+            prec = getattr(r, "src_precision", None)
+            function_level |= where.is_function_level(r.src_file, r.src_line, prec)
             out.append(
-                f"| `{_cell(short(f'{r.src_file}:{r.src_line} ({r.src_func})', 70))}` | {fmt_ns(r.host_ns)} | "
+                f"| `{_cell(where.format(r.src_file, r.src_line, r.src_func, prec))}` | {fmt_ns(r.host_ns)} | "
                 f"{fmt_ns(r.device_ns)} | {r.kernel_count:,} |"
             )
         out.append("")
+    if function_level:
+        out += [f"_{_cell(FUNCTION_LEVEL_HINT)}_", ""]
     if a.skipped:
-        out += ["<details><summary>Rules skipped</summary>", ""]
+        out += [f"<details><summary>{_cell(skipped_summary(a.skipped))}</summary>", ""]
         out += [f"- `{rid}`: {_cell(why)}" for rid, why in a.skipped]
         out += ["", "</details>", ""]
     return "\n".join(out)

@@ -7,19 +7,30 @@ from typing import IO, Any
 from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.perf.shapes import short_shapes
-from neuron_explorer.reports._format import fmt_bytes, fmt_line, fmt_ns, fmt_value, short
+from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, short, skipped_summary
+from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.names import short_kernel_name
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def render(
-    a: Analysis, out: IO[str] | None = None, min_severity: str = "info", top: int = 10, width: int | None = None
+    a: Analysis,
+    out: IO[str] | None = None,
+    min_severity: str = "info",
+    top: int = 10,
+    width: int | None = None,
+    verbose: bool = False,
 ) -> None:
+    """The analysis as text ``width`` columns wide (the terminal's by default); ``verbose``
+    lists every rule that did not apply with its reason instead of one summary line."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = Console(file=out, width=width, highlight=False, soft_wrap=False)
+    where = Locations.for_analysis(a)
+    function_level = False
     s = a.summary
     console.print(f"[bold]{s['source'] or 'trace'}[/bold]")
     console.print(
@@ -54,7 +65,12 @@ def render(
         if f.metrics:
             console.print("   [dim]" + ", ".join(f"{k} {fmt_value(v)}" for k, v in f.metrics.items()) + "[/dim]")
         if f.source_lines:
-            console.print("   Where: " + "; ".join(fmt_line(x) for x in f.source_lines[:3]))
+            shown = f.source_lines[:3]
+            function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in shown)
+            room = max(console.width - len("   Where: "), 20)
+            for k, x in enumerate(shown):
+                lead = "   Where: " if k == 0 else "          "
+                console.print(lead + where.finding_line(x, room), overflow="ignore", crop=False)
         console.print(f"   [green]Fix:[/green] {f.recommendation}")
     console.print()
 
@@ -64,7 +80,12 @@ def render(
             t.add_column(col, justify="left" if col in ("kernel", "category") else "right")
         for r in a.kernels.head(top).itertuples():
             t.add_row(
-                short(r.name, 60), r.category, f"{r.count:,}", fmt_ns(r.total_ns), fmt_ns(r.mean_ns), f"{r.pct:.1f}"
+                short_kernel_name(r.name, 60),
+                r.category,
+                f"{r.count:,}",
+                fmt_ns(r.total_ns),
+                fmt_ns(r.mean_ns),
+                f"{r.pct:.1f}",
             )
         console.print(t)
 
@@ -121,21 +142,51 @@ def render(
         console.print(f"[dim]Device time by op category: {cats}[/dim]")
 
     if len(a.source_lines):
-        t = Table(title="Top source lines", title_justify="left")
-        for col in ("line", "host (self)", "device", "kernels", "allocated"):
-            t.add_column(col, justify="left" if col == "line" else "right")
-        for r in a.source_lines.head(top).itertuples():
-            t.add_row(
-                short(f"{r.src_file}:{r.src_line} ({r.src_func})", 70),
-                fmt_ns(r.host_ns),
-                fmt_ns(r.device_ns),
-                f"{r.kernel_count:,}",
-                fmt_bytes(r.alloc_bytes),
-            )
-        console.print(t)
+        function_level |= _source_lines_table(console, a, where, top)
 
+    if function_level:
+        console.print(f"[dim]{FUNCTION_LEVEL_HINT}[/dim]")
     if a.skipped:
-        console.print("[dim]Rules skipped: " + "; ".join(f"{rid} ({why})" for rid, why in a.skipped) + "[/dim]")
+        if verbose:
+            console.print("[dim]Rules that did not apply:[/dim]")
+            for rid, why in a.skipped:
+                console.print(f"[dim]  {rid}: {why}[/dim]")
+        else:
+            console.print(f"[dim]{skipped_summary(a.skipped)}; --verbose lists them[/dim]")
+
+
+def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -> bool:
+    """The line-level profile; the line column gets what the numbers leave of the width, and
+    columns that are zero on every row are left out. True when a shown line is function-level."""
+    from rich.table import Table
+
+    rows = a.source_lines.head(top)
+    numbers = [
+        (label, [fmt(v) for v in rows[col]])
+        for label, col, fmt in (
+            ("host (self)", "host_ns", fmt_ns),
+            ("device", "device_ns", fmt_ns),
+            ("kernels", "kernel_count", lambda v: f"{v:,}"),
+            ("allocated", "alloc_bytes", fmt_bytes),
+        )
+        if (rows[col] != 0).any() or col == "host_ns"
+    ]
+    # rich's box: a bar and a space each side of every cell, and one closing bar
+    used = sum(max(len(label), *(len(v) for v in vals)) for label, vals in numbers) + 3 * (len(numbers) + 1) + 1
+    room = max(console.width - used, 24)
+    precision = rows["src_precision"] if "src_precision" in rows else [None] * len(rows)
+    labels = [
+        where.format(f, n, fn, p, room)
+        for f, n, fn, p in zip(rows["src_file"], rows["src_line"], rows["src_func"], precision)
+    ]
+    t = Table(title="Top source lines", title_justify="left")
+    t.add_column("line", no_wrap=True, min_width=min(max(map(len, labels)), room), overflow="ignore")
+    for label, _ in numbers:
+        t.add_column(label, justify="right", no_wrap=True)
+    for i, label in enumerate(labels):
+        t.add_row(label, *(vals[i] for _, vals in numbers))
+    console.print(t, crop=False)
+    return any(where.is_function_level(f, n, p) for f, n, p in zip(rows["src_file"], rows["src_line"], precision))
 
 
 def attribution_table(a: Analysis) -> Any:

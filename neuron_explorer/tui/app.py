@@ -19,6 +19,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
+from neuron_explorer.reports.location import Locations
+from neuron_explorer.reports.names import short_kernel_name
 from neuron_explorer.tui.data import TraceSource
 from neuron_explorer.tui.snapshots import Overview
 from neuron_explorer.tui.views.explore import KernelsPane, OpsPane
@@ -44,9 +46,12 @@ HELP_TEXT = """\
   [b]1[/b]-[b]6[/b], [b]tab[/b] / [b]shift+tab[/b]   switch view (Overview, Findings, Ops, Kernels, Source, Timeline)
   [b]/[/b]                    filter the current table as you type; on Overview and Timeline, search everything
   [b]↑ ↓ pgup pgdn[/b]        move in a table       [b]enter[/b]  open the row (drill down, open a file)
-  [b]s[/b] / [b]r[/b]                sort by the next column / reverse (or click a column header)
+  [b]s[/b] / [b]r[/b]                choose the column to sort by / reverse (or click a column header)
+  [b]g[/b] / [b]o[/b]                on a finding, op, kernel or call: go to its time in the timeline / open its line
+  [b]c l k[/b]                Ops and Kernels: focus the drill-down's calls, source lines, related table
   [b]escape[/b]               leave the filter, close a file or this help
   [b]+ - ← → 0[/b]            timeline: zoom, pan, reset          [b][ ][/b]  previous / next step
+                       enter on an event selects it (marked in its lane, details above the list)
   [b]?[/b]                    this help             [b]q[/b]  quit
 The mouse works too: click tabs, rows and headers; scroll with the wheel.
 """
@@ -70,6 +75,9 @@ class ExplorerApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("explorer.tcss")  # absolute: subclasses elsewhere keep it
     TITLE = "Neuron Explorer"
+    # The screen gets -narrow / -short below these sizes: layouts that give the main table the room
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (110, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (34, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
@@ -92,6 +100,7 @@ class ExplorerApp(App[None]):
         self.first_paint_s: float | None = None
         self.analysis_s: float | None = None
         self.origin_ns = 0  # the trace start, once the overview is in: offsets in findings are from it
+        self.overview: Overview | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -127,6 +136,7 @@ class ExplorerApp(App[None]):
     def _show_overview(self, overview: Overview) -> None:
         self.query_one(OverviewPane).show_overview(overview)
         self.origin_ns = overview.start_ns
+        self.overview = overview
         self.call_after_refresh(self._mark_painted)
         # Only now: the analysis would otherwise compete with the first screen for the GIL.
         self.load_analysis()
@@ -199,6 +209,19 @@ class ExplorerApp(App[None]):
         # hidden, and Textual would refocus (and so re-activate) the old pane.
         self.screen.set_focus(self.query_one(targets[pane_id]) if pane_id in targets else None)
 
+    def goto_time(self, rank: int | None, start_ns: int, end_ns: int, event_id: int | None = None) -> None:
+        """Show the timeline at ``[start_ns, end_ns)`` (the event selected when it is listed)."""
+        self.action_view("timeline")
+        self.query_one(TimelinePane).goto(rank, start_ns, end_ns, event_id)
+
+    def open_source(self, path: str | None, line: int | None = None) -> None:
+        """Open ``path`` in the source view at ``line``."""
+        if not path:
+            return
+        if isinstance(self.screen, SourceFileScreen):
+            self.pop_screen()
+        self.push_screen(SourceFileScreen(str(path), line))
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -243,10 +266,15 @@ class ExplorerApp(App[None]):
             items.append(SimpleCommand(f"finding: {f.title}", lambda t=f.title: self._jump("findings", t), f.rule_id))
         for pane_id, df, label in (("ops", analysis.ops, "op"), ("kernels", analysis.kernels, "kernel")):
             for name in df["name"].astype(str).head(2000):
-                items.append(SimpleCommand(f"{label}: {name}", lambda p=pane_id, n=name: self._jump(p, n, drill=True)))
+                # one line per result: a long kernel name is shortened (demangled) for the list
+                shown = short_kernel_name(name, 70) if label == "kernel" else name[:70]
+                items.append(SimpleCommand(f"{label}: {shown}", lambda p=pane_id, n=name: self._jump(p, n, drill=True)))
         files = analysis.source_lines["src_file"].astype(str).unique() if len(analysis.source_lines) else []
+        where = Locations.for_analysis(analysis)
         for path in list(files)[:2000]:
-            items.append(SimpleCommand(f"file: {path}", lambda p=path: self.push_screen(SourceFileScreen(p))))
+            items.append(
+                SimpleCommand(f"file: {where.format(path, None, width=70)}", lambda p=path: self.open_source(p))
+            )
         return items
 
     def _jump(self, pane_id: str, text: str, drill: bool = False) -> None:

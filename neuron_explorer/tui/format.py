@@ -17,10 +17,21 @@ def fmt_bytes(n: float | int | None) -> str:
     return "" if n is None else format_bytes(n)
 
 
-def fmt_value(column: Column, value: Any) -> str:
-    """A table cell as text, by the column's unit."""
+def fmt_value(column: Column, value: Any, width: int | None = None, root: str | None = None) -> str:
+    """A table cell as text, by the column's unit; a source path or location fitted to ``width``."""
     if value is None:
         return ""
+    if column.unit == "kernel":  # demangled; shortened so names that differ still read apart
+        from neuron_explorer.reports.names import demangle, short_kernel_name
+
+        return short_kernel_name(str(value), width) if width else demangle(str(value))
+    if column.unit in ("path", "loc"):
+        from neuron_explorer.reports.location import Locations
+
+        where = Locations(root)
+        if column.unit == "path":
+            return where.format(value, None, width=width)
+        return where.format(*value, width=width)
     if column.unit == "ns":
         return fmt_ns(value)
     if column.unit == "bytes":
@@ -37,3 +48,27 @@ def fmt_value(column: Column, value: Any) -> str:
 def fmt_metric(m: dict[str, Any]) -> str:
     """A finding's ``{"value": v, "unit": u}`` as text, by its unit (``trace.units``)."""
     return format_metric(m)
+
+
+#: Eighths of a cell, for bars drawn in text.
+EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def zero_based_bars(values: list[float], width: int, height: int = 1) -> list[str]:
+    """Rows (top first) of a bar chart of ``values`` scaled from zero to their maximum: a 210 ms
+    and a 216 ms step draw as nearly equal bars, not as empty and full. Values are bucketed to
+    ``width`` columns by their maximum (a slow step is never averaged away); a few values get
+    bars a few columns wide, a space apart."""
+    if not values or width <= 0 or height <= 0:
+        return [""] * max(height, 0)
+    n = len(values)
+    cols = min(width, n)
+    buckets = [max(values[i * n // cols : max((i + 1) * n // cols, i * n // cols + 1)]) for i in range(cols)]
+    top = max(max(buckets), 0) or 1
+    eighths = [round(max(v, 0) / top * height * 8) for v in buckets]
+    bar = min(max(width // cols - 1, 1), 6) if cols < width else 1
+    gap = " " if bar > 1 else ""
+    rows = []
+    for level in range(height - 1, -1, -1):
+        rows.append(gap.join(EIGHTHS[min(max(e - level * 8, 0), 8)] * bar for e in eighths))
+    return rows

@@ -19,21 +19,20 @@ from neuron_explorer.tui.snapshots import Column, Detail, TableSnapshot
 MAX_CALLS = 200
 
 CALL_COLUMNS = (
-    Column("rank", "Rank"),
-    Column("step", "Step"),
+    Column("rank", "Rank", drop=3),
+    Column("step", "Step", drop=2),
     Column("where", "Thread/queue"),
     Column("start", "Start", "ns"),
     Column("dur_ns", "Duration", "ns"),
-    Column("source", "Source", width=24),
+    Column("source", "Source", "loc", width=24),
 )
 LINE_COLUMNS = (
-    Column("source", "Source line", width=30),
-    Column("func", "Function"),
+    Column("source", "Source line", "loc", width=30),
     Column("count", "Calls", "count"),
     Column("total_ns", "Total", "ns"),
 )
 KERNEL_COLUMNS = (
-    Column("name", "Kernel", width=30),
+    Column("name", "Kernel", "kernel", width=30),
     Column("count", "Count", "count"),
     Column("total_ns", "Total", "ns"),
 )
@@ -61,14 +60,27 @@ def source_frame(table: pa.Table) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def _source_label(files: pd.Series, lines: pd.Series) -> pd.Series:
-    label = files.astype(object).fillna("").astype(str) + ":" + lines.astype(str)
-    return label.where(files.notna() & (lines >= 0), "(no source)")
+def _locations(df: pd.DataFrame) -> list[tuple | None]:
+    """(file, line, func, precision) per row, for a "loc" column; None where there is no source."""
+    files = df["src_file"].astype(object).tolist()
+    lines = df["src_line"].tolist()
+    funcs = df["src_func"].astype(object).tolist() if "src_func" in df else [None] * len(df)
+    precision = df["src_precision"].astype(object).tolist() if "src_precision" in df else [None] * len(df)
+    return [
+        (f, n, fn, p) if f is not None and f == f and n >= 0 else None
+        for f, n, fn, p in zip(files, lines, funcs, precision)
+    ]
 
 
-def _calls_table(calls: pd.DataFrame, where: pd.Series, origin_ns: int) -> TableSnapshot:
+def _root(source: TraceSource) -> str | None:
+    from neuron_explorer.tui.tables import location_root
+
+    return location_root(source.analysis_ready)
+
+
+def _calls_table(calls: pd.DataFrame, where: pd.Series, origin_ns: int, root: str | None) -> TableSnapshot:
     top = calls.assign(where=where).nlargest(MAX_CALLS, "dur_ns")
-    src = _source_label(top["src_file"], top["src_line"])
+    src = _locations(top)
     rows = tuple(
         zip(
             top["rank"].tolist(),
@@ -76,26 +88,33 @@ def _calls_table(calls: pd.DataFrame, where: pd.Series, origin_ns: int) -> Table
             top["where"].tolist(),
             (top["start_ns"] - origin_ns).tolist(),
             top["dur_ns"].tolist(),
-            src.tolist(),
+            src,
+            # not shown: what g (go to its time) and the timeline need
+            top["event_id"].tolist(),
+            top["start_ns"].tolist(),
         )
     )
     note = f"the {len(rows)} longest of {len(calls):,} calls" if len(calls) > len(rows) else f"{len(calls):,} calls"
-    return TableSnapshot(CALL_COLUMNS, rows, title="Calls", note=note)
+    return TableSnapshot(CALL_COLUMNS, rows, title="Calls", note=note, root=root)
 
 
-def _lines_table(calls: pd.DataFrame) -> TableSnapshot:
+def _lines_table(calls: pd.DataFrame, root: str | None) -> TableSnapshot:
     with_src = calls[calls["src_file"].notna() & (calls["src_line"] >= 0)]
     if with_src.empty:
         return TableSnapshot.empty(LINE_COLUMNS, note="no source attribution for these events")
     g = (
         with_src.groupby(["src_file", "src_line"], dropna=False)
-        .agg(function=("src_func", "first"), count=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
+        .agg(
+            src_func=("src_func", "first"),
+            src_precision=("src_precision", "first"),
+            count=("dur_ns", "size"),
+            total_ns=("dur_ns", "sum"),
+        )
         .reset_index()
         .sort_values("total_ns", ascending=False)
     )
-    labels = _source_label(g["src_file"], g["src_line"])
-    rows = tuple(zip(labels.tolist(), g["function"].fillna("").tolist(), g["count"].tolist(), g["total_ns"].tolist()))
-    return TableSnapshot(LINE_COLUMNS, rows, title="Source lines")
+    rows = tuple(zip(_locations(g), g["count"].tolist(), g["total_ns"].tolist()))
+    return TableSnapshot(LINE_COLUMNS, rows, title="Source lines", root=root)
 
 
 def _group_by_name(df: pd.DataFrame, columns: tuple, title: str, empty_note: str) -> TableSnapshot:
@@ -118,15 +137,27 @@ def op_detail(source: TraceSource, name: str) -> Detail:
     A kernel belongs to a call when its launching runtime call ran on the call's thread within
     the call's time span, so ``aten::linear`` shows the GEMM its ``aten::addmm`` child launched.
     """
-    cols = ["event_id", "rank", "tid", "step", "start_ns", "dur_ns", "src_file", "src_line", "src_func", "name"]
-    calls = _events_named(source, (Kind.CPU_OP,), name, cols)
+    cols = [
+        "event_id",
+        "rank",
+        "tid",
+        "step",
+        "start_ns",
+        "dur_ns",
+        "src_file",
+        "src_line",
+        "src_func",
+        "src_precision",
+    ]
+    calls = _events_named(source, (Kind.CPU_OP,), name, [*cols, "name"])
     origin = _origin(source)
+    root = _root(source)
     where = "thread " + calls["tid"].astype(str)
     kernels = _kernels_inside(source, calls)
     return Detail(
         name=name,
-        calls=_calls_table(calls, where, origin),
-        source_lines=_lines_table(calls),
+        calls=_calls_table(calls, where, origin, root),
+        source_lines=_lines_table(calls, root),
         related=_group_by_name(kernels, KERNEL_COLUMNS, "Kernels", "launched no device work"),
     )
 
@@ -167,11 +198,13 @@ def kernel_detail(source: TraceSource, name: str) -> Detail:
         "src_file",
         "src_line",
         "src_func",
+        "src_precision",
         "op_id",
         "name",
     ]
     calls = _events_named(source, DEVICE_KINDS, name, cols)
     origin = _origin(source)
+    root = _root(source)
     where = "dev " + calls["device"].astype(str) + " q " + calls["stream"].astype(str)
     ops = source_frame(source.trace.select([Kind.CPU_OP], ["event_id", "rank", "name"]))
     launched = calls[["rank", "op_id", "dur_ns"]].merge(
@@ -179,8 +212,8 @@ def kernel_detail(source: TraceSource, name: str) -> Detail:
     )
     return Detail(
         name=name,
-        calls=_calls_table(calls, where, origin),
-        source_lines=_lines_table(calls),
+        calls=_calls_table(calls, where, origin, root),
+        source_lines=_lines_table(calls, root),
         related=_group_by_name(
             launched[["name", "dur_ns"]], LAUNCHER_COLUMNS, "Launching ops", "no launching op recorded"
         ),

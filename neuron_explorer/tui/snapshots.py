@@ -19,8 +19,13 @@ class Column:
 
     key: str
     label: str
-    unit: str = ""  # "ns" (duration), "bytes", "%", "" (plain), "count", "float" (3 significant digits)
+    # "ns" (duration), "bytes", "%", "" (plain), "count", "float" (3 significant digits),
+    # "kernel" (a name, shown demangled), "path" (a source file) or "loc" (a source location:
+    # (file, line, func, precision)); paths and locations are shown the one way every output
+    # shows them (reports.location), fitted to the column
+    unit: str = ""
     width: int | None = None
+    drop: int = 0  # on a narrow terminal, columns with drop > 0 are left out, highest first
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class TableSnapshot:
     rows: tuple[tuple[Any, ...], ...]
     title: str = ""
     note: str = ""  # e.g. "showing the 200 longest of 5,301 calls"
+    root: str | None = None  # source paths are shown relative to it (see reports.location)
 
     def column_index(self, key: str) -> int:
         return next(i for i, c in enumerate(self.columns) if c.key == key)
@@ -38,6 +44,20 @@ class TableSnapshot:
     @classmethod
     def empty(cls, columns: tuple[Column, ...], note: str = "") -> TableSnapshot:
         return cls(columns, (), note=note)
+
+    def text_of(self, column: Column, value: Any) -> str:
+        """What a filter matches: a location as it reads, other values as text."""
+        if column.unit == "kernel" and value is not None:
+            from neuron_explorer.reports.names import demangle
+
+            readable = demangle(str(value))
+            return readable if readable == value else f"{readable} {value}"  # either matches a filter
+        if column.unit in ("path", "loc") and value is not None:
+            from neuron_explorer.reports.location import Locations
+
+            where = Locations(self.root)
+            return where.path(value) if column.unit == "path" else where.format(*value)
+        return "" if value is None else str(value)
 
 
 @dataclass(frozen=True)
@@ -118,21 +138,32 @@ class Lane:
 
 @dataclass(frozen=True)
 class TimelineEvent:
+    """One event of a step, selectable in the timeline: where, when, and the line behind it."""
+
     lane: str
     kind: str
     name: str
     start_ns: int
     dur_ns: int
+    event_id: int = -1
+    source: tuple[Any, ...] | None = None  # (file, line, func, precision), as a "loc" column shows it
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.dur_ns
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """One step of one rank: lanes and the longest events, with the step's time window."""
+    """One step of one rank: lanes and its events (the longest, up to a cap), with the step's
+    time window; ``root`` is where source paths are shown from."""
 
     rank: int
     step: int | None  # None: the trace has no steps, the whole trace is shown
     start_ns: int
     end_ns: int
     lanes: tuple[Lane, ...]
-    longest: tuple[TimelineEvent, ...]
+    events: tuple[TimelineEvent, ...]  # sorted by start
     steps: tuple[tuple[int, int], ...]  # every (rank, step) there is, to move between steps
+    total_events: int = 0
+    root: str | None = None

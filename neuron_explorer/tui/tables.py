@@ -7,6 +7,7 @@ labels columns, and reads a source file's text when it is on this machine.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,23 +21,23 @@ if TYPE_CHECKING:
 OPS_COLUMNS = (
     Column("name", "Op", width=40),
     Column("count", "Calls", "count"),
-    Column("host_total_ns", "Host total", "ns"),
+    Column("host_total_ns", "Host total", "ns", drop=1),
     Column("host_self_ns", "Host self", "ns"),
     Column("device_ns", "Device", "ns"),
     Column("kernel_count", "Kernels", "count"),
 )
 KERNELS_COLUMNS = (
-    Column("name", "Kernel", width=48),
-    Column("category", "Category"),
-    Column("device_type", "Device"),
+    Column("name", "Kernel", "kernel", width=48),
+    Column("category", "Category", drop=3),
+    Column("device_type", "Device", drop=5),
     Column("count", "Count", "count"),
     Column("total_ns", "Total", "ns"),
-    Column("mean_ns", "Mean", "ns"),
-    Column("max_ns", "Max", "ns"),
+    Column("mean_ns", "Mean", "ns", drop=2),
+    Column("max_ns", "Max", "ns", drop=4),
     Column("pct", "% device", "%"),
 )
 FILES_COLUMNS = (
-    Column("src_file", "File", width=60),
+    Column("src_file", "File", "path", width=60),
     Column("lines", "Lines", "count"),
     Column("host_ns", "Host", "ns"),
     Column("device_ns", "Device", "ns"),
@@ -48,7 +49,7 @@ LINES_COLUMNS = (
     Column("host_ns", "Host", "ns"),
     Column("device_ns", "Device", "ns"),
     Column("kernel_count", "Kernels", "count"),
-    Column("event_count", "Events", "count"),
+    Column("event_count", "Events", "count", drop=1),
 )
 
 #: Largest source file the file view reads (bigger ones show the line table only).
@@ -92,7 +93,17 @@ def files_table(analysis: Analysis) -> TableSnapshot:
         .reset_index()
     )
     g = g.assign(_key=g["host_ns"] + g["device_ns"]).sort_values("_key", ascending=False)
-    return table_from_frame(g, FILES_COLUMNS, "Source files")
+    snap = table_from_frame(g, FILES_COLUMNS, "Source files")
+    return replace(snap, root=location_root(analysis))
+
+
+def location_root(analysis: Analysis | None) -> str | None:
+    """The directory source paths are shown relative to, the same as every output's."""
+    if analysis is None:
+        return None
+    from neuron_explorer.reports.location import Locations
+
+    return Locations.for_analysis(analysis).root
 
 
 def source_file(analysis: Analysis, path: str, search_dirs: tuple[Path, ...] = ()) -> SourceFile:

@@ -18,8 +18,8 @@ from neuron_explorer.tui.snapshots import Lane, Timeline, TimelineEvent, frozen_
 
 #: Kinds drawn on host lanes; device lanes draw DEVICE_KINDS.
 HOST_LANE_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.SYNC)
-#: The kind shown in a cell when several overlap it: the first listed that covers it most.
-LONGEST_SHOWN = 12
+#: Events of a step listed (and selectable) at most: the longest, so none that matters is left out.
+EVENTS_LISTED = 3000
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +68,9 @@ def timeline(source: TraceSource, rank: int | None = None, step: int | None = No
     mask = pc.and_(pc.is_in(kind, value_set=lane_kinds), pc.equal(e["rank"], rank))
     if step is not None:
         mask = pc.and_(mask, pc.equal(e["step"], step))
-    table = e.filter(mask).select(["kind", "name", "tid", "device", "stream", "start_ns", "dur_ns"])
+    cols = ["event_id", "kind", "name", "tid", "device", "stream", "start_ns", "dur_ns"]
+    cols += [c for c in ("src_file", "src_line", "src_func", "src_precision") if c in e.column_names]
+    table = e.filter(mask).select(cols)
     frame = source_frame_small(table)
     if step is not None and len(steps_df):
         row = steps_df[(steps_df["rank"] == rank) & (steps_df["step"] == step)]
@@ -80,7 +82,11 @@ def timeline(source: TraceSource, rank: int | None = None, step: int | None = No
     lo = int(min(starts.min(), step_start or starts.min())) if len(frame["start_ns"]) else 0
     hi = int(ends.max()) if len(ends) else lo + 1
     lanes = _lanes(frame)
-    return Timeline(rank, step, lo, max(hi, lo + 1), lanes, _longest(frame), all_steps)
+    from neuron_explorer.tui.tables import location_root
+
+    root = location_root(source.analysis_ready)
+    events = _events(frame)
+    return Timeline(rank, step, lo, max(hi, lo + 1), lanes, events, all_steps, len(frame["kind"]), root)
 
 
 def source_frame_small(table: pa.Table) -> dict[str, np.ndarray]:
@@ -126,21 +132,50 @@ def _natural(label: str) -> tuple:
     return tuple(int(p) if p.lstrip("-").isdigit() else p for p in label.split())
 
 
-def _longest(frame: dict[str, np.ndarray]) -> tuple[TimelineEvent, ...]:
-    if len(frame["kind"]) == 0:
+def _events(frame: dict[str, np.ndarray]) -> tuple[TimelineEvent, ...]:
+    """The step's events (the ``EVENTS_LISTED`` longest when there are more), by start time."""
+    n = len(frame["kind"])
+    if n == 0:
         return ()
-    top = np.argsort(-frame["dur_ns"], kind="stable")[:LONGEST_SHOWN]
+    top = np.argsort(-frame["dur_ns"], kind="stable")[:EVENTS_LISTED]
+    top = top[np.argsort(frame["start_ns"][top], kind="stable")]
     keys = _lane_keys({k: v[top] for k, v in frame.items()})
-    return tuple(
-        TimelineEvent(
-            str(keys[i]),
-            str(frame["kind"][j]),
-            str(frame["name"][j]),
-            int(frame["start_ns"][j]),
-            int(frame["dur_ns"][j]),
+    has_src = "src_file" in frame
+    out = []
+    for i, j in enumerate(top.tolist()):
+        source = None
+        if has_src and frame["src_file"][j] not in (None, "None") and frame["src_line"][j] >= 0:
+            func, precision = frame["src_func"][j], frame["src_precision"][j]
+            source = (
+                str(frame["src_file"][j]),
+                int(frame["src_line"][j]),
+                None if func in (None, "None") else str(func),
+                None if precision in (None, "None") else str(precision),
+            )
+        out.append(
+            TimelineEvent(
+                str(keys[i]),
+                str(frame["kind"][j]),
+                str(frame["name"][j]),
+                int(frame["start_ns"][j]),
+                int(frame["dur_ns"][j]),
+                int(frame["event_id"][j]),
+                source,
+            )
         )
-        for i, j in enumerate(top)
-    )
+    return tuple(out)
+
+
+def step_of(steps: tuple[tuple[int, int, int, int], ...], rank: int, time_ns: int) -> int | None:
+    """The step of ``rank`` whose window (rank, step, start_ns, dur_ns) holds ``time_ns``, else
+    the nearest one; None when the rank has no steps."""
+    mine = [(s, start, dur) for r, s, start, dur in steps if r == rank]
+    if not mine:
+        return None
+    inside = [s for s, start, dur in mine if start <= time_ns < start + dur]
+    if inside:
+        return inside[0]
+    return min(mine, key=lambda x: min(abs(time_ns - x[1]), abs(time_ns - x[1] - x[2])))[0]
 
 
 #: Characters for a cell's busy fraction: empty, <25 %, <50 %, <75 %, full.

@@ -1,4 +1,4 @@
-"""Widgets that draw snapshots: a sortable, filterable table and the text-mode timeline."""
+"""A sortable, filterable table of a snapshot that fits its columns to the terminal."""
 
 from __future__ import annotations
 
@@ -6,28 +6,35 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.events import Resize
 from textual.message import Message
-from textual.reactive import reactive
-from textual.widget import Widget
-from textual.widgets import DataTable
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, OptionList
+from textual.widgets.option_list import Option
 
-from neuron_explorer.tui.format import fmt_ns, fmt_value
-from neuron_explorer.tui.snapshots import Column, TableSnapshot, Timeline
-from neuron_explorer.tui.timeline import render_cells
+from neuron_explorer.tui.format import fmt_value
+from neuron_explorer.tui.snapshots import Column, TableSnapshot
 
 #: Rows a table shows at most (after filtering); a note says when rows were left out.
 MAX_ROWS = 5000
+#: Narrowest the wide (name or path) column gets before the number columns give way.
+MIN_WIDE = 24
+#: Widest a number column gets (a long header is cut rather than crowding the name out).
+MAX_NUMBER = 11
 
 
 class SnapshotTable(DataTable):
     """A ``TableSnapshot`` with filter-as-you-type (on the first column) and sort by column.
 
-    Keys: ``s`` sorts by the next column, ``r`` reverses; a click on a header sorts by it.
-    Row keys are indices into the snapshot's rows, so selection maps back to raw values.
+    Keys: ``s`` chooses the column to sort by, ``r`` reverses; a click on a header sorts by it,
+    and the sorted column's header carries ▼ or ▲. The first text column with a width (the
+    name or path) takes the width the number columns leave, so a narrow terminal cuts names
+    (paths from the left), never the numbers. Row keys are indices into the snapshot's rows,
+    so selection maps back to raw values.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "cycle_sort", "Sort"),
+        Binding("s", "choose_sort", "Sort"),
         Binding("r", "reverse_sort", "Reverse"),
     ]
 
@@ -46,15 +53,14 @@ class SnapshotTable(DataTable):
         self.sort_key: str | None = None
         self.sort_reverse = True
         self.shown: list[int] = []
+        # (column index, width) of the columns shown: narrow terminals leave some out
+        self._widths: tuple[tuple[int, int], ...] = ()
 
     def show(self, snapshot: TableSnapshot) -> None:
-        first = self.snapshot is None or self.snapshot.columns != snapshot.columns
-        self.snapshot = snapshot
-        if first:
-            self.clear(columns=True)
-            for c in snapshot.columns:
-                self.add_column(c.label, key=c.key, width=c.width)
+        if self.snapshot is None or self.snapshot.columns != snapshot.columns:
             self.sort_key = None
+        self.snapshot = snapshot
+        self._widths = ()
         self._refill()
 
     def set_filter(self, text: str) -> None:
@@ -66,14 +72,17 @@ class SnapshotTable(DataTable):
             # Same column again flips the order; a new column starts largest (or A) first.
             reverse = not self.sort_reverse if key == self.sort_key else self._numeric(key)
         self.sort_key, self.sort_reverse = key, reverse
+        self._widths = ()  # the header label changes
         self._refill()
 
-    def action_cycle_sort(self) -> None:
+    def action_choose_sort(self) -> None:
         if not self.snapshot or not self.snapshot.columns:
             return
-        keys = [c.key for c in self.snapshot.columns]
-        nxt = keys[(keys.index(self.sort_key) + 1) % len(keys)] if self.sort_key in keys else keys[0]
-        self.sort_by(nxt, self._numeric(nxt))
+        self.app.push_screen(SortChooser(self.snapshot.columns, self.sort_key), self._sort_chosen)
+
+    def _sort_chosen(self, key: str | None) -> None:
+        if key is not None:
+            self.sort_by(key, self._numeric(key) if key != self.sort_key else not self.sort_reverse)
 
     def action_reverse_sort(self) -> None:
         if self.sort_key is not None:
@@ -81,7 +90,7 @@ class SnapshotTable(DataTable):
 
     def _numeric(self, key: str) -> bool:
         assert self.snapshot is not None
-        return self.snapshot.columns[self.snapshot.column_index(key)].unit != ""
+        return self.snapshot.columns[self.snapshot.column_index(key)].unit not in ("", "path", "loc", "kernel")
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
@@ -92,6 +101,10 @@ class SnapshotTable(DataTable):
         row = self.row_values(int(str(event.row_key.value)))
         if row is not None:
             self.post_message(self.Chosen(self, row))
+
+    def on_resize(self, event: Resize) -> None:
+        if self.snapshot is not None and self._fit() != self._widths:
+            self._refill()
 
     def row_values(self, index: int) -> tuple[Any, ...] | None:
         if self.snapshot is None or not 0 <= index < len(self.snapshot.rows):
@@ -109,26 +122,77 @@ class SnapshotTable(DataTable):
         if snap is None:
             return
         indices = list(range(len(snap.rows)))
-        if self.filter_text:
-            needle = self.filter_text
-            indices = [i for i in indices if needle in str(snap.rows[i][0]).lower()]
+        if self.filter_text and snap.columns:
+            needle, first = self.filter_text, snap.columns[0]
+            indices = [i for i in indices if needle in snap.text_of(first, snap.rows[i][0]).lower()]
         if self.sort_key is not None:
             col = snap.column_index(self.sort_key)
+            column = snap.columns[col]
             numeric = self._numeric(self.sort_key)
 
             def key(i: int) -> Any:
                 v = snap.rows[i][col]
                 if numeric:
                     return (v is not None, v if v is not None else 0)
-                return str(v or "").lower()
+                return snap.text_of(column, v).lower()
 
             indices.sort(key=key, reverse=self.sort_reverse)
         self.shown = indices[:MAX_ROWS]
-        self.clear()
-        cols = snap.columns
+        widths = self._fit()
+        cursor = self.cursor_row
+        if widths != self._widths:
+            self.clear(columns=True)
+            for j, w in widths:
+                c = snap.columns[j]
+                self.add_column(self._header(c, w), key=c.key, width=w)
+            self._widths = widths
+        else:
+            self.clear()
         for i in self.shown:
-            self.add_row(*[self._cell(c, snap.rows[i][j]) for j, c in enumerate(cols)], key=str(i))
+            self.add_row(*[self._cell(snap.columns[j], snap.rows[i][j], w) for j, w in widths], key=str(i))
+        if 0 < cursor < len(self.shown):
+            self.move_cursor(row=cursor)
         self._update_title(len(indices))
+
+    def _header(self, column: Column, width: int) -> Text:
+        """The label, cut to fit; the sort arrow of the sorted column is never cut."""
+        label, arrow = column.label, ""
+        if column.key == self.sort_key:
+            arrow = " ▼" if self.sort_reverse else " ▲"
+        room = max(width - len(arrow), 1)
+        if len(label) > room:
+            label = label[: max(room - 1, 1)] + "…"
+        return Text(label + arrow, justify="right" if self._numeric(column.key) else "left")
+
+    def _fit(self) -> tuple[tuple[int, int], ...]:
+        """(column, width) of the columns shown: numbers as wide as their values, the wide
+        column the rest; when that leaves it under ``MIN_WIDE``, the columns marked ``drop``
+        are left out, highest first."""
+        snap = self.snapshot
+        assert snap is not None
+        rows = [snap.rows[i] for i in self.shown[:200]]
+        widths = {}
+        for j, c in enumerate(snap.columns):
+            longest = max((len(fmt_value(c, r[j], None, snap.root)) for r in rows), default=0)
+            arrow = 2 if c.key == self.sort_key else 0
+            if self._numeric(c.key):
+                widths[j] = max(min(len(c.label), MAX_NUMBER) + arrow, longest)
+            else:
+                widths[j] = max(len(c.label) + arrow, min(longest, c.width or 40))
+        wide = next((j for j, c in enumerate(snap.columns) if c.width and not self._numeric(c.key)), None)
+        if wide is None:
+            return tuple(widths.items())
+        total = self.size.width or (self.app.size.width if self.is_attached else 120)
+        droppable = sorted((c.drop, j) for j, c in enumerate(snap.columns) if c.drop and c.key != self.sort_key)
+
+        def room() -> int:
+            # each cell has one space of padding either side; the border and scrollbar take 3
+            return total - sum(w + 2 for j, w in widths.items() if j != wide) - 2 - 3
+
+        while room() < MIN_WIDE and droppable:
+            del widths[droppable.pop()[1]]
+        widths[wide] = max(room(), MIN_WIDE)
+        return tuple(sorted(widths.items()))
 
     def _update_title(self, matched: int) -> None:
         snap = self.snapshot
@@ -144,95 +208,35 @@ class SnapshotTable(DataTable):
             parts.append(snap.note)
         self.border_subtitle = " · ".join(parts)
 
-    @staticmethod
-    def _cell(column: Column, value: Any) -> Text:
-        text = fmt_value(column, value)
-        return Text(text, justify="right") if column.unit else Text(text, overflow="ellipsis", no_wrap=True)
+    def _cell(self, column: Column, value: Any, width: int) -> Text:
+        root = self.snapshot.root if self.snapshot else None
+        text = fmt_value(column, value, width, root)
+        if column.unit and column.unit not in ("path", "loc", "kernel"):
+            return Text(text, justify="right")
+        return Text(text, overflow="ellipsis", no_wrap=True)
 
 
-#: Colors of the kinds drawn in timeline lanes (also the legend).
-KIND_STYLE: dict[str, str] = {
-    "cpu_op": "dodger_blue2",
-    "runtime": "cyan",
-    "sync": "grey70",
-    "kernel": "green3",
-    "collective": "magenta",
-    "memcpy": "yellow",
-    "memset": "light_salmon3",
-}
-LABEL_WIDTH = 24
+class SortChooser(ModalScreen[str | None]):
+    """Pick the column a table sorts by (``s``); the current one is highlighted."""
 
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,s", "dismiss(None)", "Cancel")]
 
-class TimelineView(Widget, can_focus=True):
-    """A step's lanes as shaded character cells; zoom with + and -, pan with the arrow keys."""
+    def __init__(self, columns: tuple[Column, ...], current: str | None) -> None:
+        super().__init__()
+        self.columns = columns
+        self.current = current
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("plus,equals_sign", "zoom(2)", "Zoom in"),
-        Binding("minus", "zoom(0.5)", "Zoom out"),
-        Binding("left", "pan(-0.25)", "Pan left", show=False),
-        Binding("right", "pan(0.25)", "Pan right", show=False),
-        Binding("0", "reset", "Reset zoom", show=False),
-    ]
+    def compose(self) -> Any:
+        options = OptionList(*[Option(c.label, id=c.key) for c in self.columns], id="sort-chooser")
+        options.border_title = "Sort by (enter)"
+        yield options
 
-    zoom: reactive[float] = reactive(1.0)
-    center: reactive[float] = reactive(0.5)  # view centre as a fraction of the step window
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        keys = [c.key for c in self.columns]
+        if self.current in keys:
+            options.highlighted = keys.index(self.current)
+        options.focus()
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.timeline: Timeline | None = None
-
-    def show(self, timeline: Timeline) -> None:
-        self.timeline = timeline
-        self.zoom, self.center = 1.0, 0.5
-        self.refresh(layout=True)
-
-    def window(self) -> tuple[int, int]:
-        t = self.timeline
-        assert t is not None
-        span = t.end_ns - t.start_ns
-        # Offsets from the step start in whole ns, so the ruler never reads "+-96 ns".
-        lo = t.start_ns + max(round((self.center - 0.5 / self.zoom) * span), 0)
-        hi = t.start_ns + min(round((self.center + 0.5 / self.zoom) * span), span)
-        return lo, max(hi, lo + 1)
-
-    def action_zoom(self, factor: float) -> None:
-        self.zoom = min(max(self.zoom * factor, 1.0), 1e6)
-        self._clamp()
-
-    def action_pan(self, fraction: float) -> None:
-        self.center += fraction / self.zoom
-        self._clamp()
-
-    def action_reset(self) -> None:
-        self.zoom, self.center = 1.0, 0.5
-
-    def _clamp(self) -> None:
-        half = 0.5 / self.zoom
-        self.center = min(max(self.center, half), 1 - half)
-
-    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
-        return 3 + (len(self.timeline.lanes) if self.timeline else 1)
-
-    def render(self) -> Text:
-        t = self.timeline
-        if t is None:
-            return Text("loading the timeline…", style="dim")
-        if not t.lanes:
-            return Text("no host ops or device work in this step", style="dim")
-        width = max(self.size.width - LABEL_WIDTH - 1, 10)
-        lo, hi = self.window()
-        out = Text()
-        ruler_left, ruler_right = f"+{fmt_ns(lo - t.start_ns)}", f"+{fmt_ns(hi - t.start_ns)}"
-        gap = max(width - len(ruler_left) - len(ruler_right), 1)
-        out.append(" " * LABEL_WIDTH + " " + ruler_left + " " * gap + ruler_right + "\n", style="dim")
-        for lane in t.lanes:
-            out.append(lane.label[:LABEL_WIDTH].ljust(LABEL_WIDTH) + " ", style="bold" if lane.group == "host" else "")
-            for ch, kind in render_cells(lane, lo, hi, width):
-                out.append(ch, style=KIND_STYLE.get(kind, ""))
-            out.append("\n")
-        out.append(" " * LABEL_WIDTH + " ")
-        for kind, style in KIND_STYLE.items():
-            out.append("█ ", style=style)
-            out.append(kind + "  ", style="dim")
-        out.append(f"   zoom ×{self.zoom:g}", style="dim")
-        return out
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)

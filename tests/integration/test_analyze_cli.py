@@ -133,3 +133,14 @@ def test_metrics_refuses_to_replace_an_unrelated_directory(tmp_path):
     r = cli("metrics", ALEXNET, "-o", tmp_path)
     assert r.returncode == 3 and "refusing to replace" in r.stderr
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_analyze_folds_rules_that_did_not_apply_into_one_line_and_verbose_lists_them():
+    short = cli("analyze", CPU_MLP)
+    full = cli("analyze", CPU_MLP, "--verbose")
+    assert short.returncode == 0 and full.returncode == 0, short.stderr + full.stderr
+    folded = " ".join(short.stdout.split())  # the one summary, however the terminal wraps it
+    assert "rules did not apply, for lack of: " in folded and "--verbose lists them" in folded
+    assert "skipped: needs" not in short.stdout
+    assert full.stdout.count("skipped: needs") >= 10  # one line per rule, with what it needs
+    assert "device_idle: skipped: needs " in full.stdout

@@ -2,8 +2,7 @@
 the MCP tools alone, and the answer is checked against the analyzers' own result.
 
 Run on real GPU traces of the same model on two vendors: the bundled H100 inference trace
-(python_function frames, cuBLAS kernels) and the MI300X one (read from ../shared/fixtures,
-skipped where that is absent).
+(python_function frames, cuBLAS kernels) and the MI300X one (both in tests/data).
 """
 
 from __future__ import annotations
@@ -15,13 +14,13 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
 from neuron_explorer.trace.schema import DEVICE_KINDS
-from tests.conftest import KINETO, SHARED_FIXTURES
+from tests.conftest import KINETO
 from tests.integration.mcp_client import McpServer
 
 pytestmark = pytest.mark.slow  # a server subprocess per trace
 
 H100 = KINETO / "tracelens" / "qwen_h100.json.gz"
-MI300 = SHARED_FIXTURES / "kineto" / "tracelens" / "mi300" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+MI300 = KINETO / "tracelens" / "qwen_mi300.json.gz"
 
 
 def ask_which_line_costs_most_device_time(server: McpServer) -> dict:
@@ -112,8 +111,6 @@ def test_an_agent_finds_the_costliest_line_of_an_h100_inference_and_why(tmp_path
 
 
 def test_an_agent_finds_the_costliest_line_of_the_same_model_on_mi300_and_why() -> None:
-    if not MI300.exists():
-        pytest.skip(f"shared fixture not available: {MI300}")
     with McpServer(MI300) as server:
         answer = ask_which_line_costs_most_device_time(server)
 

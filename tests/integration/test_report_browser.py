@@ -327,7 +327,20 @@ def test_script_and_markup_in_trace_strings_never_run(browser: Chromium, tmp_pat
              return out;
            })()"""
     )
+    # and clicks each timeline event, which writes its name, source, module and args below the chart
+    details = browser.evaluate(
+        """(function () {
+             var d = JSON.parse(document.getElementById('report-data').textContent), out = '';
+             var n = d.timeline.steps.length ? d.timeline.steps[d.timeline.steps.length - 1].ev.row.length : 0;
+             for (var j = 0; j < Math.min(n, 40); j++) {
+               window.__neuronExplorerTimeline.select(j);
+               out += document.getElementById('timeline-details').textContent;
+             }
+             return out;
+           })()"""
+    )
     browser.pump(0.5)
+    assert SCRIPT_PAYLOAD in details and IMG_PAYLOAD in details
     # Then no payload ran: the flag is unset, no dialog opened, no <img> or extra <script>
     # exists and nothing was fetched (the <img src=x> would request .../x)
     assert browser.evaluate(f"typeof window.{XSS_FLAG}") == "undefined"

@@ -80,6 +80,10 @@ def test_top_source_lines_are_the_analyzers_rows_in_device_time_order(gpu: Serve
         (str(f), int(line), int(ns))
         for f, line, ns in expected[["src_file", "src_line", "device_ns"]].head(3).itertuples(index=False)
     ]
+    # and each row reads as every output shows it: the file's name and line, never the line cut
+    for r in answer["rows"]:
+        assert f"{r['src_file'].rsplit('/', 1)[-1]}:{r['src_line']}" in r["location"]
+        assert (r["src_precision"] == "function") == r["location"].endswith("def, function-level)")
 
 
 def test_a_lines_kernels_add_up_to_its_device_time() -> None:

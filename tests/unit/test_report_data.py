@@ -17,8 +17,10 @@ import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
 from neuron_explorer.reports.html import build_report_data
 from neuron_explorer.reports.html import timeline as tl
+from neuron_explorer.reports.html import timeline_events as tle
 from neuron_explorer.reports.html.data import TABLE_ROWS, read_source_line, table
 from neuron_explorer.reports.html.figures import BREAKDOWN_PARTS, downsample_max
+from neuron_explorer.reports.location import Locations
 from neuron_explorer.trace.model import Trace, conform
 from tests.conftest import KINETO
 
@@ -77,23 +79,49 @@ def test_kernel_table_and_bars_show_the_analysis_kernels(gpu) -> None:
     assert bars["x"] == sorted(bars["x"], reverse=True)
 
 
-def test_timeline_has_host_and_device_lanes_for_each_step(gpu) -> None:
+def test_timeline_has_every_event_of_each_step_in_nested_host_and_device_lanes(gpu) -> None:
     _, analysis, data = gpu
     timeline = data["timeline"]
     steps = sorted(int(s) for s in analysis.steps["step"])
     assert [s["step"] for s in timeline["steps"]] == steps
+    assert len(timeline["colors"]) == len(timeline["kinds"])  # one colour per kind, from reports/colors
     for step in timeline["steps"]:
-        lanes = step["lanes"]
-        assert any(lane.startswith("host ops") for lane in lanes)
-        assert any(lane.startswith("cuda:0 · stream") for lane in lanes)
-        seg = step["segments"]
-        n = len(seg["lane"])
-        assert all(len(v) == n for v in seg.values())
-        assert min(seg["start"]) >= -1_000_000_000  # device work may start a little before the step span
-        assert all(b <= d or c == 1 for b, d, c in zip(seg["busy"], seg["dur"], seg["count"]))
-        assert sum(seg["count"]) == step["events"]
-        names = [data["strings"][i] for i in seg["name"]]
+        rows = step["rows"]
+        assert any(r.startswith("host · thread") for r in rows)
+        assert any(r.startswith("cuda:0 · stream") for r in rows)
+        assert any(" ·" in r.split("thread")[-1] for r in rows)  # nested rows under the outermost
+        ev = step["ev"]
+        n = len(ev["row"])
+        assert all(len(v) == n for v in ev.values())
+        assert n == step["kept"] == step["events"]  # every event, none merged
+        kinds = {timeline["kinds"][k] for k in ev["kind"]}
+        assert {"cpu_op", "runtime", "kernel"} <= kinds
+        names = [data["strings"][i] for i in ev["name"]]
         assert all(names)
+        # a kernel links to the runtime call that launched it, which starts before it
+        linked = [j for j in range(n) if ev["link"][j] >= 0]
+        assert linked
+        for j in linked:
+            launch = ev["link"][j]
+            assert timeline["kinds"][ev["kind"][launch]] == "runtime"
+            assert ev["start"][launch] <= ev["start"][j]
+
+
+def test_nesting_depth_follows_parent_links_and_stops_at_missing_parents() -> None:
+    # events 10 <- 11 <- 12 nest; 13's parent (99) is not among them; 14 has none
+    keys = np.array([10, 11, 12, 13, 14])
+    parents = np.array([-1, 10, 11, 99, -1])
+    assert tle.nesting_depth(keys, parents).tolist() == [0, 1, 2, 0, 0]
+
+
+def test_a_step_over_its_budget_keeps_its_longest_events_and_says_so(tmp_path: Path) -> None:
+    trace = synthetic_trace(tmp_path / "t.parquet", 3)
+    ev = trace.to_pandas()
+    ev = ev[(ev["step"] == 0) & (ev["kind"].astype(str) != "step")]
+    ev = ev.assign(kind_code=[tl.TIMELINE_KINDS.index(k) for k in ev["kind"].astype(str)], depth=0)
+    entry = tle.step_entry(ev, 0, 0, 900_000, 1, tl.StringTable(), Locations(), tl.TIMELINE_KINDS)
+    assert entry["kept"] == 1 and entry["events"] == 2 and entry["downsampled"]
+    assert entry["ev"]["dur"] == [5000]  # the kernel, the longer of the two
 
 
 def test_cpu_trace_report_has_source_lines_with_code_and_no_kernel_figure() -> None:
@@ -102,7 +130,9 @@ def test_cpu_trace_report_has_source_lines_with_code_and_no_kernel_figure() -> N
     data = build_report_data(trace, analysis)
     assert data["figures"]["kernels"] is None
     lines = data["tables"]["lines"]["rows"]
-    assert any(loc.endswith("exp1c_small_example.py:6") for loc in lines["location"])
+    # the imported trace knows def lines only: the location says so, as every output does
+    assert "exp1c_small_example.py:6 (def, function-level)" in lines["location"]
+    assert any("neuron-explorer record" in note for note in data["notes"])
     cost = [h + d for h, d in zip(lines["host_ns"], lines["device_ns"])]
     assert cost == sorted(cost, reverse=True)  # most costly line first
     assert data["figures"]["lines"]["data"][0]["x"][0] > 0
@@ -137,19 +167,6 @@ def test_table_keeps_the_top_rows_and_says_how_many_there_were() -> None:
     assert [c["key"] for c in t["columns"]] == ["name", "total_ns"]
     assert t["total_rows"] == TABLE_ROWS + 5 and t["shown_rows"] == TABLE_ROWS
     assert len(t["rows"]["name"]) == TABLE_ROWS and t["rows"]["total_ns"][:3] == [0, 1, 2]
-
-
-def test_merge_groups_fits_each_lane_in_its_budget_and_keeps_sparse_lanes_exact() -> None:
-    # lane 0: 10k back-to-back 1 µs events; lane 1: 5 events far apart
-    busy_start = np.arange(10_000, dtype=np.int64) * 1_500
-    sparse_start = np.arange(5, dtype=np.int64) * 10_000_000
-    lane = np.r_[np.zeros(10_000, np.int64), np.ones(5, np.int64)]
-    start = np.r_[busy_start, sparse_start]
-    end = start + 1_000
-    group = tl._merge_groups(lane, start, end, budget=300)
-    assert np.all(np.diff(group) >= 0)
-    assert len(np.unique(group[lane == 0])) <= 300
-    assert len(np.unique(group[lane == 1])) == 5
 
 
 def test_choose_steps_keeps_slowest_fastest_and_median() -> None:
@@ -210,13 +227,15 @@ def test_line_profile_shows_the_code_of_a_readable_source_file(tmp_path: Path) -
     trace = synthetic_trace(tmp_path / "t.parquet", 3, src_file=str(script))
     data = build_report_data(trace, analyze(trace))
     rows = data["tables"]["lines"]["rows"]
-    # Then the line-level table shows file:line, its code and the kernel time it launched
-    i = rows["location"].index(f"{script}:2")
+    # Then the line-level table shows file:line (relative to the trace's user files, as every
+    # output shows it), its code and the kernel time it launched
+    i = rows["location"].index("train.py:2")
+    assert rows["path"][i] == f"{script}:2"
     assert rows["code"][i] == "y = torch.mm(a, b)  # the hot line"
     assert rows["device_ns"][i] == 3 * 5000
     # and the timeline's hover knows the source line
-    seg = data["timeline"]["steps"][0]["segments"]
-    assert f"{script}:2" in [data["strings"][k] for k in seg["src"] if k >= 0]
+    ev = data["timeline"]["steps"][0]["ev"]
+    assert "train.py:2" in [data["strings"][k] for k in ev["src"] if k >= 0]
 
 
 def test_multi_rank_run_gets_per_rank_bars_and_lanes(tmp_path: Path) -> None:

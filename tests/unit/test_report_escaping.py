@@ -105,7 +105,8 @@ def test_poisoned_strings_reach_the_page_data_intact(poisoned) -> None:
     assert SCRIPT_PAYLOAD in strings and IMG_PAYLOAD in strings
     kernels = decoded["tables"]["kernels"]["rows"]["name"]
     assert any(n.startswith(IMG_PAYLOAD) and n.endswith(SCRIPT_PAYLOAD) for n in kernels)
-    assert any(SCRIPT_PAYLOAD in loc for loc in decoded["tables"]["lines"]["rows"]["location"])
+    # the location reads relative to the files' root; the full path (the tooltip) keeps the payload
+    assert any(SCRIPT_PAYLOAD in p for p in decoded["tables"]["lines"]["rows"]["path"])
     assert SCRIPT_PAYLOAD in decoded["header"]["original"]
 
 

@@ -1,8 +1,9 @@
 """Every rule on real traces recorded by others: it fires where the problem is in the data and
 stays quiet (or says what it needs) where it is not.
 
-Traces come from tests/data (small copies with attribution) and, for the big ones, from the
-shared fixtures beside the checkout (those cases skip when the file is absent). Where a real
+Traces come from tests/data (copies with attribution) and, for the one too big to copy
+(df_index_resolver, 216k events), from the shared fixtures beside the checkout (its cases skip
+when it is absent). Where a real
 trace shows a problem below the default threshold, the test lowers the threshold through the
 public ``thresholds`` override and checks both sides, which also proves overrides work.
 """
@@ -18,10 +19,9 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.analyzers.rules import all_rules
-from tests.conftest import SHARED_FIXTURES
+from tests.conftest import shared_fixture
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
-SHARED = SHARED_FIXTURES / "kineto"
 
 FILES = {
     "alexnet": DATA / "hta/alexnet_a100.json.gz",
@@ -37,18 +37,18 @@ FILES = {
     "compile_mi300": DATA / "tracelens/torch_compile_triton_mi300x.json.gz",
     "vllm_graph": DATA / "tracelens/vllm_cuda_graph_execution.json.gz",
     "qwen_h100": DATA / "tracelens/qwen_h100.json.gz",
-    "dfir": SHARED / "hta/df_index_resolver/df_index_resolver.json.gz",
-    "nccl": SHARED / "hta/nccl_parser_config/nccl_data.json.gz",
-    "ns_res": SHARED / "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
-    "b200": SHARED / "tracelens/b200/eager_trace.json.gz",
+    "nccl": DATA / "hta/nccl_data.json.gz",
+    "ns_res": DATA / "hta/ns_resolution_rank0.json.gz",
+    "b200": DATA / "tracelens/b200_eager.json.gz",
+    "dfir": "kineto/hta/df_index_resolver/df_index_resolver.json.gz",  # in ../shared only
 }
 
 
 @cache
 def trace(key: str) -> ne.Trace:
     path = FILES[key]
-    if not path.exists():
-        pytest.skip(f"fixture not available: {path}")
+    if isinstance(path, str):
+        path = shared_fixture(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ne.load(path)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from textual.pilot import Pilot
 from textual.widgets import Input, TabbedContent
 
@@ -15,8 +17,10 @@ from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.tui.app import ExplorerApp, HelpScreen
 from neuron_explorer.tui.data import TraceSource
+from neuron_explorer.tui.timeline_view import TimelineView
+from neuron_explorer.tui.views.findings import FindingsPane
 from neuron_explorer.tui.views.source import SourceFileScreen
-from neuron_explorer.tui.widgets import SnapshotTable, TimelineView
+from neuron_explorer.tui.widgets import SnapshotTable, SortChooser
 
 from .tui_trace import SOURCE_DIR, TINY_THRESHOLDS, tiny_trace
 
@@ -82,19 +86,28 @@ async def test_number_keys_and_tab_visit_every_view_and_focus_its_table() -> Non
         assert isinstance(app.focused, TimelineView)
 
 
-async def test_ops_table_sorts_by_key_and_by_header_click() -> None:
+def header_labels(table: SnapshotTable) -> list[str]:
+    return [str(c.label) for c in table.ordered_columns]
+
+
+async def test_ops_table_sorts_by_a_chosen_column_and_by_header_click_shown_in_the_header() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("3")
         table = app.query_one("#ops-pane .main-table", SnapshotTable)
         names = lambda: [table.row_values(i)[0] for i in table.shown]  # noqa: E731
-        await pilot.press("s")  # first column: op name, A to Z
+        await pilot.press("s")  # the chooser opens on the first column: op name, A to Z
+        assert isinstance(app.screen, SortChooser)
+        await pilot.press("enter")
+        await pilot.pause()
         assert names() == ["aten::addmm", "aten::linear", "aten::relu"]
         assert "sorted by Op ▲" in table.border_subtitle
-        await pilot.press("s")  # calls: all 2, then host total, largest first
-        await pilot.press("s")
+        assert header_labels(table)[0] == "Op ▲"
+        await pilot.press("s", "down", "down", "enter")  # host total, largest first
+        await pilot.pause()
         assert names() == ["aten::linear", "aten::addmm", "aten::relu"]
+        assert "Host total ▼" in header_labels(table) and "Op" in header_labels(table)
         await pilot.press("r")
         assert names() == ["aten::relu", "aten::addmm", "aten::linear"]
         columns = table.ordered_columns
@@ -270,3 +283,157 @@ async def test_an_empty_trace_does_not_crash_any_view() -> None:
             assert "Neuron Explorer" in screen_text(app)
         await pilot.press("1")
         assert "host only: no device events" in screen_text(app)
+
+
+# ---------------------------------------------------------------- 80x24: as usable as 120x40
+SMALL = (80, 24)
+
+
+def table_rows_on_screen(app: ExplorerApp, table: SnapshotTable) -> int:
+    # data rows the table draws: its height less the border (2) and header (1)
+    return min(len(table.shown), table.size.height - 3)
+
+
+async def test_at_80x24_every_kernel_row_and_number_column_shows_and_name_columns_give_way() -> None:
+    app = make_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        table = app.query_one("#kernels-pane .main-table", SnapshotTable)
+        labels = header_labels(table)
+        assert {"Count", "Total", "% device"} <= set(labels)  # the numbers stay
+        assert "Device" not in labels  # the lowest-priority column gave way
+        assert table_rows_on_screen(app, table) == 4  # every kernel visible before choosing one
+        assert sum(c.get_render_width(table) for c in table.ordered_columns) <= table.size.width
+        text = screen_text(app)
+        assert "63.3%" in text and "Calls" not in text  # no empty drill-down before a choice
+
+
+async def test_at_80x24_a_chosen_op_shows_one_drilldown_table_whole_and_c_l_k_move_between_them() -> None:
+    app = make_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("3", "enter")
+        await settle(pilot)
+        pane = app.query_one("#ops-pane")
+        calls = pane.query_one(".calls", SnapshotTable)
+        assert calls.display and not pane.query_one(".lines").display  # narrow: one at a time
+        assert {"Start", "Duration", "Source"} <= set(header_labels(calls))
+        assert "train.py:12 (forward)" in screen_text(app)
+        await pilot.press("l")
+        assert app.focused is pane.query_one(".lines") and not calls.display
+        await pilot.press("k")
+        assert app.focused is pane.query_one(".related")
+        assert "sm90_xmma_gemm" in screen_text(app)
+        await pilot.press("escape")
+        assert app.focused is pane.query_one(".main-table")
+
+
+async def test_an_empty_drilldown_table_is_hidden_and_says_why() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("4", "slash", *"Memcpy", "enter", "enter")
+        await settle(pilot)
+        related = app.query_one("#kernels-pane .related", SnapshotTable)
+        assert not related.row_values(0) and not related.display
+        assert "Launching ops: none" in screen_text(app)
+
+
+async def test_g_on_a_call_shows_it_selected_in_the_timeline_and_o_opens_its_line() -> None:
+    app = make_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("3", "slash", *"linear", "enter", "enter")
+        await settle(pilot)
+        await pilot.press("c", "g")
+        await settle(pilot)
+        assert active(app) == "timeline"
+        view = app.query_one(TimelineView)
+        assert view.selected is not None and view.selected.name == "aten::linear"
+        lo, hi = view.window()
+        assert lo <= view.selected.start_ns and view.selected.end_ns <= hi
+        text = screen_text(app)
+        assert "aten::linear  cpu_op · host thread 100 · +1 ms · 4 ms · train.py:12 (forward)" in text
+        await pilot.press("o")
+        await settle(pilot)
+        assert isinstance(app.screen, SourceFileScreen) and app.screen.line == 12
+        lines = app.screen.query_one("#file-lines")
+        assert lines.cursor_row == 11  # the cursor is on line 12
+
+
+async def test_g_on_a_kernel_row_goes_to_its_longest_launch() -> None:
+    app = make_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("4", "g")
+        await settle(pilot)
+        assert active(app) == "timeline"
+        selected = app.query_one(TimelineView).selected
+        assert selected is not None and selected.name == "sm90_xmma_gemm_bf16bf16_bf16f32"
+
+
+async def test_g_on_a_finding_frames_its_time_range_in_the_timeline() -> None:
+    app = make_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        findings = app.query_one(FindingsPane)
+        with_time = next(i for i, f in enumerate(findings.findings) if f.time_ranges)
+        for _ in range(with_time):
+            await pilot.press("down")
+        await pilot.press("g")
+        await settle(pilot)
+        assert active(app) == "timeline"
+        start, end = findings.findings[with_time].time_ranges[0]
+        lo, hi = app.query_one(TimelineView).window()
+        assert lo <= start and end <= hi
+
+
+async def test_timeline_events_in_view_follow_the_zoom_and_enter_selects_one() -> None:
+    app = make_app()
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        events = app.query_one("#timeline-events", SnapshotTable)
+        everything = len(events.shown)
+        await pilot.press("plus", "plus", "plus")
+        await pilot.pause()
+        assert 0 < len(events.shown) < everything  # only the events in the zoomed window
+        await pilot.press("0", "e")
+        assert app.focused is events
+        await pilot.press("down", "enter")
+        view = app.query_one(TimelineView)
+        assert view.selected is not None and view.selected.name == "aten::linear"
+        assert "train.py:12 (forward)" in screen_text(app)
+
+
+async def test_cpu_only_breakdown_names_the_host_not_device_minus_one() -> None:
+    import pandas as pd
+    from rich.console import Console
+
+    from neuron_explorer.tui.views.overview import breakdown_renderable
+
+    bd = pd.DataFrame(
+        {"rank": [0], "device": [-1], "device_type": ["cpu"], "wall_ns": [10], "compute_ns": [0], "idle_ns": [10]}
+    )
+    console = Console(width=100, record=True)
+    console.print(breakdown_renderable(bd))
+    text = console.export_text()
+    assert "rank 0 · host" in text and "-1" not in text
+
+
+async def test_a_host_only_trace_says_it_has_no_kernels() -> None:
+    from neuron_explorer.trace.model import Trace, conform
+
+    trace = tiny_trace()
+    cpu = trace.events.filter(pc.equal(pc.cast(trace.events["device_type"], pa.string()), "cpu"))
+    app = ExplorerApp(TraceSource(Trace(conform(cpu), trace.metadata), name="cpu"), search_dirs=(SOURCE_DIR,))
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        assert "no kernels in this trace (host only" in screen_text(app)

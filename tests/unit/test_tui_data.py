@@ -9,10 +9,11 @@ from neuron_explorer.analyzers import analyze
 from neuron_explorer.trace.errors import AnalysisError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.tui.data import VIEW_COLUMNS, TraceSource
-from neuron_explorer.tui.format import fmt_bytes, fmt_ns
+from neuron_explorer.tui.format import fmt_bytes, fmt_ns, fmt_value, zero_based_bars
 from neuron_explorer.tui.queries import kernel_detail, op_detail
+from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.tables import files_table, ops_table, source_file
-from neuron_explorer.tui.timeline import covered, merge_intervals, render_cells, timeline
+from neuron_explorer.tui.timeline import covered, merge_intervals, render_cells, step_of, timeline
 
 from .tui_trace import MS, SOURCE_DIR, tiny_trace, write_tiny_trace
 
@@ -66,7 +67,7 @@ def test_overview_counts_devices_queues_and_steps(source: TraceSource) -> None:
 def test_op_drilldown_finds_kernels_launched_by_nested_ops(source: TraceSource) -> None:
     detail = op_detail(source, "aten::linear")
     assert len(detail.calls.rows) == 2
-    assert detail.source_lines.rows == (("train.py:12", "forward", 2, 8 * MS),)
+    assert detail.source_lines.rows == ((("train.py", 12, "forward", "line"), 2, 8 * MS),)
     assert detail.related.rows == (("sm90_xmma_gemm_bf16bf16_bf16f32", 2, 10 * MS),)
 
 
@@ -109,9 +110,30 @@ def test_timeline_has_a_lane_per_thread_and_queue_and_zooms_without_the_trace(so
     cells = render_cells(queue7, t.start_ns, t.end_ns, 20)
     assert len(cells) == 20
     assert {kind for _, kind in cells} >= {"kernel", "memcpy"}
-    assert t.longest[0].name == "sm90_xmma_gemm_bf16bf16_bf16f32"
+    # every event of the step is listed, by start, with the line behind it
+    assert [e.start_ns for e in t.events] == sorted(e.start_ns for e in t.events)
+    assert len(t.events) == t.total_events
+    gemm = max(t.events, key=lambda e: e.dur_ns)
+    assert gemm.name == "sm90_xmma_gemm_bf16bf16_bf16f32" and gemm.lane == "device 0 queue 7"
+    assert gemm.source == ("train.py", 12, "forward", "launch") and gemm.event_id >= 0
     step2 = timeline(source, 0, 2)
     assert step2.start_ns == t.start_ns + 10 * MS
+
+
+def test_step_of_finds_the_step_holding_a_time_or_the_nearest() -> None:
+    steps = ((0, 1, 100, 10), (0, 2, 110, 10), (1, 1, 100, 20))
+    assert step_of(steps, 0, 105) == 1 and step_of(steps, 0, 112) == 2
+    assert step_of(steps, 0, 500) == 2 and step_of(steps, 1, 0) == 1
+    assert step_of(steps, 3, 105) is None
+
+
+def test_step_bars_start_from_zero() -> None:
+    # 210 ms and 216 ms steps draw as nearly equal bars, not as empty and full
+    top, bottom = zero_based_bars([210, 216], width=2, height=2)
+    assert bottom == "██" and set(top) <= set("▇█")
+    assert zero_based_bars([50, 100], width=2, height=2) == [" █", "██"]
+    assert zero_based_bars([0, 100], width=2) == [" █"]
+    assert zero_based_bars([5] * 100, width=10) == ["█" * 10]
 
 
 def test_durations_and_sizes_read_naturally() -> None:
@@ -142,3 +164,13 @@ def test_a_run_directory_shows_every_rank_and_its_devices(tmp_path) -> None:
     t = timeline(source)
     assert t.steps == ((0, 1), (0, 2), (1, 1), (1, 2))
     assert [lane.label for lane in timeline(source, 1, 2).lanes][1] == "device 1 queue 7"
+
+
+def test_kernel_cells_read_demangled_and_a_filter_matches_either_name() -> None:
+    col = Column("name", "Kernel", "kernel", width=30)
+    snap = TableSnapshot((col,), (("_Z3fooPKc",), ("aten_kernel",)))
+    assert fmt_value(col, "_Z3fooPKc") == "foo(char const*)"
+    assert "foo(char const*)" in snap.text_of(col, "_Z3fooPKc") and "_Z3fooPKc" in snap.text_of(col, "_Z3fooPKc")
+    assert snap.text_of(col, "aten_kernel") == "aten_kernel"
+    long = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::Foo>(int)>(int, int)"
+    assert len(fmt_value(col, long, width=30)) <= 30

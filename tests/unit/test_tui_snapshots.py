@@ -1,4 +1,4 @@
-"""Snapshot tests: the main screens at 120x40, compared with committed SVG screenshots.
+"""Snapshot tests: the main screens at 120x40 and at 80x24, compared with committed SVG screenshots.
 
 The SVGs in ``tests/snapshots/tui/`` were drawn by the textual version recorded in
 ``textual-version.txt`` (SVG output changes between Textual releases, so that version is pinned
@@ -37,12 +37,12 @@ def recorded_textual_version() -> str:
     return (SNAPSHOTS / "textual-version.txt").read_text().strip()
 
 
-async def draw(keys: tuple[str, ...]) -> str:
+async def draw(keys: tuple[str, ...], size: tuple[int, int] = SIZE) -> str:
     app = ExplorerApp(
         TraceSource(tiny_trace(), name="tiny.parquet", analyzer=lambda t: tiny_analysis()),
         search_dirs=(SOURCE_DIR,),
     )
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         for _ in range(2):
             await pilot.pause()
             await app.workers.wait_for_complete()
@@ -60,10 +60,20 @@ SCREENS = {
     "overview": (),
     "findings": ("2",),
     "ops_drilldown": ("3", "down", "enter"),
-    "kernels_sorted": ("4", "s"),
+    "kernels_sorted": ("4", "s", "down", "down", "down", "enter"),
     "source_file": ("5", "enter"),
     "timeline_zoomed": ("6", "plus", "right"),
     "help": ("question_mark",),
+}
+#: The same app in a small terminal: each view must stay usable at 80x24.
+SMALL_SCREENS = {
+    "overview_80x24": (),
+    "findings_80x24": ("2",),
+    "kernels_80x24": ("4",),
+    "ops_drilldown_80x24": ("3", "down", "enter"),
+    "ops_drilldown_lines_80x24": ("3", "down", "enter", "l"),
+    "timeline_selected_80x24": ("3", "down", "enter", "c", "g"),
+    "source_file_80x24": ("5", "enter"),
 }
 
 
@@ -73,9 +83,9 @@ def _repo_root_cwd(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(SNAPSHOTS.parents[2])
 
 
-@pytest.mark.parametrize("screen", list(SCREENS))
+@pytest.mark.parametrize("screen", [*SCREENS, *SMALL_SCREENS])
 async def test_screen_matches_snapshot(screen: str) -> None:
-    svg = await draw(SCREENS[screen])
+    svg = await draw(*((SCREENS[screen],) if screen in SCREENS else (SMALL_SCREENS[screen], (80, 24))))
     path = SNAPSHOTS / f"{screen}.svg"
     if UPDATE:
         SNAPSHOTS.mkdir(parents=True, exist_ok=True)

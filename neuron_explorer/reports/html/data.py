@@ -19,7 +19,9 @@ import pandas as pd
 
 from neuron_explorer import __version__
 from neuron_explorer.reports.html import figures, perf_figures
-from neuron_explorer.reports.html.timeline import StringTable, build_timeline
+from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
+from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.units import format_line_value, format_metric, format_quantity
 
@@ -92,13 +94,16 @@ MEMORY_COLUMNS = (
 def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data (see docs/report.md, "The data")."""
     strings = StringTable()
-    timeline = build_timeline(trace, analysis.steps, strings)
-    kernels = table(analysis.kernels, KERNEL_COLUMNS)
+    where = Locations.for_analysis(analysis)
+    timeline = build_timeline(trace, analysis.steps, strings, where)
+    kernels = table(_readable_kernels(analysis.kernels), KERNEL_COLUMNS, titles={"name": "mangled"})
     ops = table(analysis.ops, OP_COLUMNS)
-    line_rows = source_line_rows(analysis.source_lines)
-    lines = table(line_rows, LINE_COLUMNS)
+    line_rows = source_line_rows(analysis.source_lines, where)
+    lines = table(line_rows, LINE_COLUMNS, titles={"location": "path"})
     notes = [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
     notes += _notes(timeline, kernels, ops, lines)
+    if len(line_rows) and (line_rows.get("src_precision") == "function").any():
+        notes.append(FUNCTION_LEVEL_HINT)
     if len(analysis.attribution) > figures.MAX_BARS:
         notes.append(
             f"The step-time breakdown has {len(analysis.attribution):,} bars, so it is drawn as a stacked area."
@@ -106,7 +111,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     return {
         "version": __version__,
         "header": header(trace, analysis, title),
-        "findings": [finding_view(f) for f in analysis.findings],
+        "findings": [finding_view(f, where) for f in analysis.findings],
         "skipped": [{"rule_id": str(r), "reason": str(why)} for r, why in analysis.skipped],
         "figures": {
             "breakdown": figures.breakdown_figure(analysis.attribution),
@@ -128,6 +133,14 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
         "strings": strings.values,
         "notes": notes,
     }
+
+
+def _readable_kernels(kernels: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Kernels with demangled names; the name as recorded stays in ``mangled`` (the tooltip)."""
+    if kernels is None or not len(kernels) or "name" not in kernels:
+        return kernels
+    recorded = kernels["name"].astype("object").astype(str)
+    return kernels.assign(name=recorded.map(demangle), mangled=recorded)
 
 
 def header(trace: Trace, analysis: Analysis, title: str | None) -> dict[str, Any]:
@@ -159,13 +172,15 @@ def header(trace: Trace, analysis: Analysis, title: str | None) -> dict[str, Any
     }
 
 
-def finding_view(f: Any) -> dict[str, Any]:
+def finding_view(f: Any, where: Locations | None = None) -> dict[str, Any]:
     d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
+    where = where or Locations()
     lines = []
     for sl in d.get("source_lines") or []:
         lines.append(
             {
                 **_plain(sl),
+                "location": where.finding_line(sl),
                 "code": read_source_line(sl.get("file"), sl.get("line")),
                 "value_text": format_line_value(sl),
             }
@@ -191,16 +206,21 @@ def finding_view(f: Any) -> dict[str, Any]:
     }
 
 
-def source_line_rows(lines: pd.DataFrame) -> pd.DataFrame:
-    """The line-level profile, most costly first, with ``location`` and the line's ``code``."""
+def source_line_rows(lines: pd.DataFrame, where: Locations | None = None) -> pd.DataFrame:
+    """The line-level profile, most costly first, with its ``location`` as every output shows
+    it, a ``label`` short enough for a chart axis, the full ``path`` and the line's ``code``."""
     if lines is None or not len(lines):
         return pd.DataFrame({c: [] for c, _, _ in LINE_COLUMNS})
+    where = where or Locations()
     df = lines.copy()
     cost = df.get("host_ns", 0) + df.get("device_ns", 0)
     df = df.assign(_cost=cost).sort_values("_cost", ascending=False, kind="stable").head(TABLE_ROWS)
     files = df["src_file"].astype("object")
     nums = pd.to_numeric(df["src_line"], errors="coerce")
-    df["location"] = [f"{f}:{int(n)}" if n == n else str(f) for f, n in zip(files, nums)]
+    precision = df["src_precision"].astype("object") if "src_precision" in df else [None] * len(df)
+    df["location"] = [where.format(f, n, None, p) for f, n, p in zip(files, nums, precision)]
+    df["label"] = [where.format(f, n, None, p, figures.LABEL_CHARS) for f, n, p in zip(files, nums, precision)]
+    df["path"] = [f"{f}:{int(n)}" if n == n else str(f) for f, n in zip(files, nums)]
     df["code"] = [read_source_line(f, n) for f, n in zip(files, nums)]
     return df.drop(columns="_cost").reset_index(drop=True)
 
@@ -242,14 +262,24 @@ def read_source_line(path: Any, line: Any) -> str | None:
     return text[:CODE_CHARS] if text.strip() else None
 
 
-def table(df: pd.DataFrame | None, columns: tuple[tuple[str, str, str], ...]) -> dict[str, Any]:
-    """A sortable table: column specs and the first ``TABLE_ROWS`` rows, column by column."""
+def table(
+    df: pd.DataFrame | None, columns: tuple[tuple[str, str, str], ...], titles: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A sortable, filterable table: column specs and the first ``TABLE_ROWS`` rows, column by
+    column; ``titles`` maps a column to the one whose values are its cells' tooltips."""
     present = [c for c in columns if df is not None and c[0] in df.columns]
     total = 0 if df is None else len(df)
     head = df.head(TABLE_ROWS) if df is not None else None
+    tips = {k: v for k, v in (titles or {}).items() if head is not None and v in head.columns}
+    rows = {k: _column(head[k], t) for k, _, t in present} if head is not None else {}
+    for source in set(tips.values()) - set(rows):
+        rows[source] = _column(head[source], "text")  # type: ignore[index]
     return {
-        "columns": [{"key": k, "label": label, "type": t} for k, label, t in present],
-        "rows": {k: _column(head[k], t) for k, _, t in present} if head is not None else {},
+        "columns": [
+            {"key": k, "label": label, "type": t, **({"title": tips[k]} if k in tips else {})}
+            for k, label, t in present
+        ],
+        "rows": rows,
         "total_rows": total,
         "shown_rows": min(total, TABLE_ROWS),
     }
@@ -272,8 +302,8 @@ def _notes(timeline: dict[str, Any], *tables: dict[str, Any]) -> list[str]:
         notes.append(f"The timeline holds {shown} of {total} steps (slowest, fastest, median and evenly spaced).")
     if timeline["downsampled"]:
         notes.append(
-            "The timeline is downsampled to keep this page small and fast: nearby events in a busy lane are "
-            "merged into one bar whose hover gives the count, the busy time and the longest event."
+            "The timeline is downsampled to keep this page small and fast: a step with more events than its "
+            f"budget ({STEP_BUDGET:,}) keeps its longest ones (its caption says how many)."
         )
     for t, what in zip(tables, ("kernels", "ops", "source lines")):
         if t["total_rows"] > t["shown_rows"]:

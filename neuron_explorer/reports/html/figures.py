@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import CATEGORIES, HOST_ONLY_LABELS
+from neuron_explorer.reports.colors import CATEGORY_COLORS, part_color
 from neuron_explorer.reports.html.escape import plotly_text
+from neuron_explorer.reports.names import demangle, short_kernel_name
 
 #: Bars in a "top N" chart; the sortable table beside it holds the rest.
 TOP_N = 15
@@ -54,9 +56,12 @@ def breakdown_figure(breakdown: pd.DataFrame | None) -> dict[str, Any] | None:
             "customdata": pct.tolist(),
             "hovertemplate": f"%{{x}}<br>{name}: %{{y:.3f}} ms (%{{customdata}}%)<extra></extra>",
             "meta": {"part": col},
+            "marker": {"color": part_color(col)},
         }
         if len(labels) > MAX_BARS:  # thousands of SVG bars are slow and thinner than a pixel
-            trace.update(type="scatter", mode="lines", stackgroup="parts", line={"width": 0.5})
+            trace.update(
+                type="scatter", mode="lines", stackgroup="parts", line={"width": 0.5, "color": part_color(col)}
+            )
         data.append(trace)
     layout = {
         "barmode": "stack",
@@ -67,22 +72,28 @@ def breakdown_figure(breakdown: pd.DataFrame | None) -> dict[str, Any] | None:
     return {"data": data, "layout": layout}
 
 
-def top_bar_figure(df: pd.DataFrame | None, label: str, value: str, title: str) -> dict[str, Any] | None:
-    """Horizontal bars of the ``TOP_N`` rows with the largest ``value`` (ns, shown in ms)."""
+def top_bar_figure(
+    df: pd.DataFrame | None, label: str, value: str, title: str, category: str = "compute"
+) -> dict[str, Any] | None:
+    """Horizontal bars of the ``TOP_N`` rows with the largest ``value`` (ns, shown in ms), in
+    the colour of ``category``; kernel names are demangled and shortened so labels stay apart,
+    the full (and mangled) name in the tooltip."""
     if df is None or not len(df) or value not in df.columns:
         return None
     top = df.assign(_v=pd.to_numeric(df[value], errors="coerce").fillna(0)).nlargest(TOP_N, "_v")
     if not (top["_v"] > 0).any():
         return None
     names = [str(n) for n in top[label].astype("object")]
+    hover = [plotly_text(demangle(n)) + (f"<br>{plotly_text(n)}" if demangle(n) != n else "") for n in names]
     trace = {
         "type": "bar",
         "orientation": "h",
         "name": title,
         "x": (top["_v"].to_numpy(np.float64) / NS_PER_MS).round(4).tolist(),
-        "y": [f"{i + 1}. {plotly_text(_shorten(n))}" for i, n in enumerate(names)],
-        "hovertext": [plotly_text(n) for n in names],
+        "y": [f"{i + 1}. {plotly_text(label)}" for i, label in enumerate(distinct_labels(names, LABEL_CHARS))],
+        "hovertext": hover,
         "hovertemplate": "%{hovertext}<br>%{x:.3f} ms<extra></extra>",
+        "marker": {"color": CATEGORY_COLORS[category]},
     }
     layout = {
         "xaxis": {"title": {"text": f"{title} (ms)"}},
@@ -111,8 +122,9 @@ def ops_figure(ops: pd.DataFrame | None) -> dict[str, Any] | None:
             "y": y,
             "hovertext": [plotly_text(n) for n in names],
             "hovertemplate": f"%{{hovertext}}<br>{name}: %{{x:.3f}} ms<extra></extra>",
+            "marker": {"color": CATEGORY_COLORS[category]},
         }
-        for col, name in (("host_self_ns", "host self time"), ("device_ns", "device time"))
+        for col, name, category in (("host_self_ns", "host self time", "host"), ("device_ns", "device time", "compute"))
     ]
     layout = {
         "barmode": "group",
@@ -132,8 +144,9 @@ def lines_figure(lines: pd.DataFrame | None) -> dict[str, Any] | None:
     device = pd.to_numeric(top.get("device_ns", 0), errors="coerce").fillna(0).to_numpy(np.float64)
     if not (host + device > 0).any():
         return None
-    locs = [str(x) for x in top["location"]]
-    y = [f"{i + 1}. {plotly_text(_shorten(_tail(loc)))}" for i, loc in enumerate(locs)]
+    labels = [str(x) for x in (top["label"] if "label" in top else top["location"])]
+    locs = [str(x) for x in (top["path"] if "path" in top else top["location"])]
+    y = [f"{i + 1}. {plotly_text(label)}" for i, label in enumerate(labels)]
     data = [
         {
             "type": "bar",
@@ -143,8 +156,9 @@ def lines_figure(lines: pd.DataFrame | None) -> dict[str, Any] | None:
             "y": y,
             "hovertext": [plotly_text(loc) for loc in locs],
             "hovertemplate": f"%{{hovertext}}<br>{name}: %{{x:.3f}} ms<extra></extra>",
+            "marker": {"color": CATEGORY_COLORS[category]},
         }
-        for vals, name in ((host, "host time"), (device, "device time"))
+        for vals, name, category in ((host, "host time", "host"), (device, "device time", "compute"))
     ]
     layout = {
         "barmode": "group",
@@ -236,11 +250,26 @@ def _step_labels(df: pd.DataFrame) -> list[str]:
     return labels
 
 
+def distinct_labels(names: list[str], width: int) -> list[str]:
+    """Short kernel labels; names whose short labels come out the same show, after the head,
+    the part of the name where they differ, so no two bars read alike."""
+    labels = [short_kernel_name(n, width) for n in names]
+    groups: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, []).append(i)
+    for label, members in groups.items():
+        if len(members) < 2:
+            continue
+        fulls = [demangle(names[i]) for i in members]
+        # the first character where the names differ
+        differ = next((k for k, chars in enumerate(zip(*fulls)) if len(set(chars)) > 1), min(map(len, fulls)))
+        head = label[: width // 3]
+        for i, full in zip(members, fulls):
+            start = max(differ - 8, len(head))
+            tail = full[start : start + width - len(head) - 2]
+            labels[i] = f"{head}…{tail}…"
+    return labels
+
+
 def _shorten(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
-
-
-def _tail(path: str) -> str:
-    """``/long/path/to/train.py:12`` -> ``to/train.py:12`` for an axis label."""
-    parts = path.replace("\\", "/").split("/")
-    return "/".join(parts[-2:])

@@ -1,13 +1,12 @@
-"""The report's device timeline: one lane per device queue and per host thread, step by step.
+"""The report's timeline: which steps it shows, and each step's events in nested lanes.
 
-For each profiler step the page can show, this module lays out the step's device work (one
-lane per rank, device and stream) and its outermost host ops (one lane per host thread), and
-downsamples lanes that hold more events than a browser draws quickly: consecutive events
-closer than a gap are merged into one segment that keeps the count, the busy time and the
-longest event's name and source line. The gap starts at the lane's span divided by its budget
-and doubles until the lane fits, so short bursts merge first and long events stay exact.
-The result is columnar, with every string interned once in a shared table, because kernel names
-are long and repeat thousands of times.
+For each profiler step the page can show (at most ``MAX_STEPS``: the slowest, the fastest, the
+median and evenly spaced ones), ``timeline_events.step_entry`` lays out the step's events:
+host threads as lanes nested by call depth (Python frames, annotations, ops, runtime calls),
+device queues as lanes of kernels, copies and collectives. Events are kept whole; the page
+draws every one once few enough are in view and merges them only when zoomed out. The result
+is columnar, with every string interned once in a shared table, because kernel names are long
+and repeat thousands of times.
 """
 
 from __future__ import annotations
@@ -20,22 +19,27 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.reports.colors import kind_color
+from neuron_explorer.reports.html.timeline_events import nesting_depth, step_entry
+from neuron_explorer.reports.location import Locations
 from neuron_explorer.trace.model import Trace
-from neuron_explorer.trace.schema import Kind
+from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 
-#: Segments drawn at most per lane of one step, per step, and in the whole page: SVG bars
-#: beyond ~10k per view make Plotly slow to open and hover.
-LANE_BUDGET = 2_000
-STEP_BUDGET = 10_000
+#: Events kept at most per step and in the whole page (the page stays under ~15 MB); a step
+#: over its budget keeps its longest events and says how many it left out.
+STEP_BUDGET = 20_000
 PAGE_BUDGET = 120_000
 #: Steps with a timeline at most; the page lists how many were left out.
 MAX_STEPS = 24
-#: Event kinds drawn, in legend order; a segment's ``kind`` is an index into this tuple.
-TIMELINE_KINDS = (Kind.CPU_OP, Kind.KERNEL, Kind.COLLECTIVE, Kind.MEMCPY, Kind.MEMSET)
+#: Event kinds drawn, in legend order; an event's ``kind`` is an index into this tuple.
+TIMELINE_KINDS = (
+    Kind.CPU_OP, Kind.KERNEL, Kind.COLLECTIVE, Kind.MEMCPY, Kind.MEMSET,
+    Kind.PYTHON, Kind.ANNOTATION, Kind.RUNTIME, Kind.SYNC,
+)  # fmt: skip
 _NO_STEP = np.iinfo(np.int64).min
 _COLUMNS = (
     "event_id", "rank", "kind", "name", "device_type", "device", "stream", "tid",
-    "start_ns", "dur_ns", "parent_id", "step", "src_file", "src_line", "src_module",
+    "start_ns", "dur_ns", "parent_id", "launch_id", "step", "src_file", "src_line", "src_module", "args",
 )  # fmt: skip
 
 
@@ -60,17 +64,27 @@ class StringTable:
         return idx
 
 
-def build_timeline(trace: Trace, steps: pd.DataFrame, strings: StringTable) -> dict[str, Any]:
-    """The timeline payload: the steps shown, their lanes and (downsampled) segments.
+def build_timeline(
+    trace: Trace, steps: pd.DataFrame, strings: StringTable, where: Locations | None = None
+) -> dict[str, Any]:
+    """The timeline payload: the steps shown, their lanes, rows and events.
 
     ``steps`` has one row per (rank, step) with ``start_ns`` and ``dur_ns`` (the analysis'
     step table); when it is empty the whole trace is one window (step -1).
     """
-    payload: dict[str, Any] = {"kinds": list(TIMELINE_KINDS), "steps": [], "total_steps": 0, "downsampled": False}
+    payload: dict[str, Any] = {
+        "kinds": list(TIMELINE_KINDS),
+        "colors": [kind_color(k) for k in TIMELINE_KINDS],
+        "steps": [],
+        "total_steps": 0,
+        "downsampled": False,
+    }
     table = _select(trace.events, TIMELINE_KINDS)
     if not table.num_rows:
         return payload
-    ids = {c: _int_column(table, c) for c in ("rank", "event_id", "parent_id", "start_ns", "dur_ns", "step")}
+    ids = {
+        c: _int_column(table, c) for c in ("rank", "event_id", "parent_id", "launch_id", "start_ns", "dur_ns", "step")
+    }
     windows = _windows(steps, ids)
     per_step = windows.groupby("step").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
     per_step["dur_ns"] = per_step["end_ns"] - per_step["start_ns"]
@@ -79,18 +93,29 @@ def build_timeline(trace: Trace, steps: pd.DataFrame, strings: StringTable) -> d
     # Pick the rows first, on plain id columns; only those rows become a DataFrame with strings.
     kind_code = _kind_codes(table["kind"])
     step_key = _assign_steps(ids, windows)
-    keep = _outermost(kind_code, ids) & (ids["dur_ns"] >= 0) & np.isin(step_key, chosen)
+    depth = _host_depth(kind_code, ids)
+    keep = (kind_code >= 0) & (ids["dur_ns"] >= 0) & np.isin(step_key, chosen)
     rows = np.flatnonzero(keep)
     events = _frame(table.take(pa.array(rows)), ids, rows)
     events["kind_code"] = kind_code[rows]
     events["step_key"] = step_key[rows]
+    events["depth"] = depth[rows]
     step_budget = max(1_000, min(STEP_BUDGET, PAGE_BUDGET // max(1, len(chosen))))
     groups = dict(iter(events.groupby("step_key", sort=False)))
     for row in per_step[per_step["step"].isin(chosen)].itertuples(index=False):
         step_events = groups.get(row.step)
         if step_events is None:
             continue
-        entry = _step_entry(step_events, int(row.step), int(row.start_ns), int(row.dur_ns), step_budget, strings)
+        entry = step_entry(
+            step_events,
+            int(row.step),
+            int(row.start_ns),
+            int(row.dur_ns),
+            step_budget,
+            strings,
+            where or Locations(),
+            TIMELINE_KINDS,
+        )
         payload["downsampled"] = payload["downsampled"] or entry["downsampled"]
         payload["steps"].append(entry)
     return payload
@@ -127,12 +152,14 @@ def _kind_codes(kind: pa.ChunkedArray) -> np.ndarray:
     return np.select([values == k for k in TIMELINE_KINDS], range(len(TIMELINE_KINDS)), -1)
 
 
-def _outermost(kind_code: np.ndarray, ids: dict[str, np.ndarray]) -> np.ndarray:
-    """False for host ops nested in another op: they would overlap their parent in one lane."""
-    is_op = kind_code == 0
-    rank, parent = ids["rank"], ids["parent_id"]
-    op_keys = (rank[is_op] << 40) + ids["event_id"][is_op]
-    return ~(is_op & (parent >= 0) & np.isin((rank << 40) + parent, op_keys))
+def _host_depth(kind_code: np.ndarray, ids: dict[str, np.ndarray]) -> np.ndarray:
+    """Call depth of each host event under the outermost host event that encloses it (device
+    events: 0), from the ``parent_id`` links of the whole trace."""
+    device = np.isin(kind_code, [TIMELINE_KINDS.index(k) for k in DEVICE_KINDS])
+    keys = (ids["rank"] << 40) + ids["event_id"]
+    parents = np.where(~device & (ids["parent_id"] >= 0), (ids["rank"] << 40) + ids["parent_id"], -1)
+    keys = np.where(device, -2 - np.arange(len(keys)), keys)  # device events are nobody's parent
+    return np.where(device, 0, nesting_depth(keys, parents))
 
 
 def _frame(table: pa.Table, ids: dict[str, np.ndarray], rows: np.ndarray) -> pd.DataFrame:
@@ -187,103 +214,3 @@ def _assign_steps(ids: dict[str, np.ndarray], windows: pd.DataFrame) -> np.ndarr
         ok = (i >= 0) & (start[sel] <= ends[np.clip(i, 0, None)])
         out[sel[ok]] = nums[i[ok]]
     return out
-
-
-def _step_entry(
-    ev: pd.DataFrame, step: int, start_ns: int, dur_ns: int, step_budget: int, strings: StringTable
-) -> dict[str, Any]:
-    lane, labels = _lanes(ev)
-    lane_budget = max(200, min(LANE_BUDGET, step_budget // max(1, len(labels))))
-    start, dur = ev["start_ns"].to_numpy(), ev["dur_ns"].to_numpy()
-    order = np.lexsort((start, lane))
-    lane, start, dur = lane[order], start[order], dur[order]
-    end = start + dur
-    group = _merge_groups(lane, start, end, lane_budget)
-    # Groups are contiguous runs of the sorted events: reduce each run with reduceat.
-    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    seg_start = np.minimum.reduceat(start, first)
-    seg_end = np.maximum.reduceat(end, first)
-    # The longest event of each group names the segment (same run boundaries in this order).
-    longest = order[np.lexsort((-dur, group))[first]]
-    rows = ev.iloc[longest]
-    # Segments are bounded by the budget, so building their source labels in Python is cheap.
-    files = rows["src_file"].astype("object") if "src_file" in rows else [None] * len(rows)
-    lines = rows["src_line"].to_numpy() if "src_line" in rows else np.full(len(rows), -1)
-    src_text = [None if f is None or f != f else f"{f}:{n}" if n >= 0 else str(f) for f, n in zip(files, lines)]
-    modules = rows["src_module"] if "src_module" in rows else pd.Series([None] * len(rows), dtype="object")
-    return {
-        "step": step,
-        "start_ns": start_ns,
-        "dur_ns": dur_ns,
-        "lanes": labels,
-        "events": len(ev),
-        "downsampled": bool(len(first) < len(ev)),
-        "segments": {
-            "lane": lane[first].tolist(),
-            "kind": rows["kind_code"].to_numpy().tolist(),
-            "start": (seg_start - start_ns).tolist(),
-            "dur": (seg_end - seg_start).tolist(),
-            "busy": np.add.reduceat(dur, first).tolist(),
-            "count": np.diff(np.r_[first, len(group)]).tolist(),
-            "name": strings.codes(rows["name"]).tolist(),
-            "src": strings.codes(pd.Series(src_text, dtype="object")).tolist(),
-            "module": strings.codes(modules).tolist(),
-        },
-    }
-
-
-def _lanes(ev: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """Each event's lane index and the lane labels, ordered by rank, then host lanes (one per
-    thread) before device lanes (one per device type, device and stream)."""
-    is_device = ev["kind_code"].to_numpy() != 0
-    dtype = ev["device_type"].astype("category") if "device_type" in ev else pd.Categorical([None] * len(ev))
-    dtype_names = [str(c) for c in dtype.cat.categories] if hasattr(dtype, "cat") else []
-    dtype_code = dtype.cat.codes.to_numpy() if hasattr(dtype, "cat") else np.full(len(ev), -1)
-
-    def col(name: str) -> np.ndarray:
-        return ev[name].to_numpy() if name in ev else np.full(len(ev), -1, dtype=np.int64)
-
-    keys = np.stack(
-        [
-            col("rank"),
-            is_device.astype(np.int64),
-            np.where(is_device, dtype_code, -1),
-            np.where(is_device, col("device"), -1),
-            np.where(is_device, col("stream"), col("tid")),
-        ],
-        axis=1,
-    ).astype(np.int64)
-    uniq, lane = np.unique(keys, axis=0, return_inverse=True)
-    multi_rank = len(np.unique(uniq[:, 0])) > 1
-    labels = []
-    for r, dev, code, device, queue in uniq.tolist():  # one per lane
-        prefix = f"rank {r} · " if multi_rank else ""
-        name = dtype_names[code] if 0 <= code < len(dtype_names) else "?"
-        labels.append(f"{prefix}{name}:{device} · stream {queue}" if dev else f"{prefix}host ops · thread {queue}")
-    return lane.reshape(-1).astype(np.int64), labels
-
-
-def _merge_groups(lane: np.ndarray, start: np.ndarray, end: np.ndarray, budget: int) -> np.ndarray:
-    """Group ids (non-decreasing) that merge nearby events until each lane has <= budget groups.
-
-    Input is sorted by lane, then start. A new group begins at a lane's first event and at any
-    event starting more than the lane's gap after every earlier event of its group ended.
-    """
-    n = len(lane)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.r_[True, lane[1:] != lane[:-1]]
-    lane_ids = np.cumsum(first) - 1
-    counts = np.bincount(lane_ids)
-    # The running max of end within a lane: nested or overlapping events do not start a group.
-    prev_end = np.r_[np.iinfo(np.int64).min, pd.Series(end).groupby(lane_ids).cummax().to_numpy()[:-1]]
-    lane_end = np.maximum.reduceat(end, np.flatnonzero(first))
-    span = np.maximum(lane_end - start[first], 1).astype(np.float64)
-    gap = np.where(counts > budget, span / budget, -np.inf)
-    while True:
-        new = first | (start > prev_end + gap[lane_ids])
-        per_lane = np.bincount(lane_ids, weights=new.astype(np.float64))
-        over = per_lane > budget
-        if not over.any():
-            return np.cumsum(new) - 1
-        gap = np.where(over, gap * 2, gap)

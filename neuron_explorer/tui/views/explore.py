@@ -25,16 +25,34 @@ if TYPE_CHECKING:
     from neuron_explorer.tui.data import TraceSource
 
 
-class ExplorePane(Vertical):
-    """One name-keyed analysis table with its drill-down below it."""
+#: The drill-down tables, the key that focuses each, and its title.
+DETAIL_TABLES: tuple[tuple[str, str], ...] = (("calls", "c"), ("lines", "l"), ("related", "k"))
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
+
+class ExplorePane(Vertical):
+    """One name-keyed analysis table with its drill-down below it.
+
+    The drill-down appears once a row is chosen; ``c``, ``l`` and ``k`` put the keyboard in its
+    calls, source lines and related tables (on a narrow terminal only that one is shown, so
+    its columns fit), escape goes back to the main table. A drill-down table with no rows is
+    hidden and its note shown in the title line instead.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "leave_filter", "Back to the table", show=False),
+        Binding("c", "focus_detail('calls')", "Calls", show=False),
+        Binding("l", "focus_detail('lines')", "Lines", show=False),
+        Binding("k", "focus_detail('related')", "Related", show=False),
+        Binding("g", "jump('time')", "Go to time"),
+        Binding("o", "jump('source')", "Open line"),
+    ]
 
     noun = "ops"
     related_title = "Kernels"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="explore")
+        self.then: str | None = None  # "time" or "source": where to jump once the drill-down is in
 
     def table_of(self, analysis: Analysis) -> TableSnapshot:
         raise NotImplementedError
@@ -43,11 +61,11 @@ class ExplorePane(Vertical):
         raise NotImplementedError
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder=f"filter {self.noun} by name  ( / )", classes="filter")
+        yield Input(placeholder=f"filter {self.noun} by name  ( / )", classes="filter", compact=True)
         yield SnapshotTable(classes="main-table")
         yield Static(f"analyzing… then choose one of the {self.noun} (enter) to see its calls", classes="detail-title")
         with Horizontal(classes="detail"):
-            yield SnapshotTable(classes="calls")
+            yield SnapshotTable(classes="calls -current")
             yield SnapshotTable(classes="lines")
             yield SnapshotTable(classes="related")
 
@@ -58,10 +76,14 @@ class ExplorePane(Vertical):
         self.query_one(".related").border_title = self.related_title
 
     def show_analysis(self, analysis: Analysis) -> None:
-        self.query_one(".main-table", SnapshotTable).show(self.table_of(analysis))
-        self.query_one(".detail-title", Static).update(
-            f"choose one of the {self.noun} (enter or click) to see its calls"
-        )
+        table = self.table_of(analysis)
+        self.query_one(".main-table", SnapshotTable).show(table)
+        hint = f"choose one of the {self.noun} (enter or click) to see its calls"
+        if not table.rows:
+            hint = f"no {self.noun} in this trace" + (
+                " (host only: it recorded no device work)" if self.noun == "kernels" else ""
+            )
+        self.query_one(".detail-title", Static).update(hint)
 
     def show_analysis_error(self, message: str) -> None:
         self.query_one(".detail-title", Static).update(f"analysis unavailable: {message}")
@@ -92,10 +114,66 @@ class ExplorePane(Vertical):
         self.app.call_from_thread(self.show_detail, detail)
 
     def show_detail(self, detail: Detail) -> None:
-        self.query_one(".detail-title", Static).update(Text(detail.name, style="bold"))
-        self.query_one(".calls", SnapshotTable).show(detail.calls)
-        self.query_one(".lines", SnapshotTable).show(detail.source_lines)
-        self.query_one(".related", SnapshotTable).show(detail.related)
+        self.add_class("-chosen")
+        then, self.then = self.then, None
+        from neuron_explorer.reports.names import short_kernel_name
+
+        title = Text.assemble((short_kernel_name(detail.name, 40), "bold"))
+        for (cls, key), snap in zip(DETAIL_TABLES, (detail.calls, detail.source_lines, detail.related)):
+            table = self.query_one(f".{cls}", SnapshotTable)
+            table.show(snap)
+            table.set_class(not snap.rows, "-empty")
+            label = str(table.border_title)
+            if snap.rows:
+                title.append(f"  {key} ", style="bold")
+                title.append(f"{label} ({len(snap.rows):,})", style="dim")
+            else:
+                title.append(f"  {label}: none", style="dim")
+        self.query_one(".detail-title", Static).update(title)
+        if self.query_one(".-current", SnapshotTable).has_class("-empty"):
+            shown = [t for t in self.query(".detail SnapshotTable") if not t.has_class("-empty")]
+            if shown:
+                self._make_current(shown[0])  # type: ignore[arg-type]
+        if then is not None and detail.calls.rows:
+            self._jump_to(then, detail.calls.rows[0])  # the longest call
+
+    def action_jump(self, to: str) -> None:
+        """``g``: the chosen call's (or the row's longest call's) time in the timeline; ``o``: its
+        source line (or the chosen source line's) in the source view."""
+        focused = self.screen.focused
+        if isinstance(focused, SnapshotTable) and focused.has_class("main-table"):
+            row = focused.current_row
+            if row is not None:
+                self.then = to
+                self.choose(str(row[0]))
+            return
+        if isinstance(focused, SnapshotTable) and focused.has_class("calls") and focused.current_row:
+            self._jump_to(to, focused.current_row)
+        elif isinstance(focused, SnapshotTable) and focused.has_class("lines") and focused.current_row:
+            loc = focused.current_row[0]
+            if to == "source" and loc:
+                self.app.open_source(loc[0], loc[1])  # type: ignore[attr-defined]
+
+    def _jump_to(self, to: str, call: tuple) -> None:
+        rank, _, _, _, dur, loc, event_id, start = call
+        if to == "time":
+            self.app.goto_time(rank, start, start + dur, event_id)  # type: ignore[attr-defined]
+        elif loc:
+            self.app.open_source(loc[0], loc[1])  # type: ignore[attr-defined]
+        else:
+            self.app.notify("this call has no source line")
+
+    def action_focus_detail(self, cls: str) -> None:
+        table = self.query_one(f".{cls}", SnapshotTable)
+        if not self.has_class("-chosen") or table.has_class("-empty"):
+            return
+        self._make_current(table)
+        self.screen.set_focus(table)
+
+    def _make_current(self, table: SnapshotTable) -> None:
+        for other in self.query(".detail SnapshotTable"):
+            other.remove_class("-current")
+        table.add_class("-current")
 
 
 class OpsPane(ExplorePane):

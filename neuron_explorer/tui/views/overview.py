@@ -13,9 +13,11 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Sparkline, Static
+from textual.reactive import reactive
+from textual.widgets import Static
 
-from neuron_explorer.tui.format import fmt_ns
+from neuron_explorer.reports.colors import part_color
+from neuron_explorer.tui.format import fmt_ns, zero_based_bars
 from neuron_explorer.tui.snapshots import Overview
 
 if TYPE_CHECKING:
@@ -25,19 +27,32 @@ if TYPE_CHECKING:
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 #: Breakdown parts in bar order, with their colors.
-PARTS: tuple[tuple[str, str, str], ...] = (
-    ("compute_ns", "compute", "green3"),
-    ("communication_ns", "comm", "magenta"),
-    ("copy_ns", "copy", "yellow"),
-    ("host_blocked_ns", "host blocked", "red"),
-    ("device_wait_ns", "device wait", "orange3"),
-    ("data_loading_ns", "data", "cyan"),
-    ("host_launch_ns", "host launch", "dodger_blue2"),
-    ("host_python_ns", "python", "medium_purple"),
-    ("untraced_ns", "untraced", "grey50"),
+PARTS: tuple[tuple[str, str, str], ...] = tuple(
+    (key, label, part_color(key))
+    for key, label in (
+        ("compute_ns", "compute"),
+        ("communication_ns", "comm"),
+        ("copy_ns", "copy"),
+        ("host_blocked_ns", "host blocked"),
+        ("device_wait_ns", "device wait"),
+        ("data_loading_ns", "data"),
+        ("host_launch_ns", "host launch"),
+        ("host_python_ns", "python"),
+        ("untraced_ns", "untraced"),
+    )
 )
 BAR_WIDTH = 50
 TOP_FINDINGS = 5
+
+
+class StepBars(Static):
+    """Step durations as bars from zero (``zero_based_bars``), one column per step or bucket."""
+
+    values: reactive[list[float]] = reactive(list, layout=False)
+
+    def render(self) -> Text:
+        rows = zero_based_bars(self.values, self.size.width, max(self.size.height, 1))
+        return Text("\n".join(rows), style="green3")
 
 
 class OverviewPane(VerticalScroll):
@@ -46,7 +61,7 @@ class OverviewPane(VerticalScroll):
             yield Static("reading the trace…", id="overview-facts", classes="panel")
             with VerticalScroll(id="overview-steps", classes="panel"):
                 yield Static("", id="overview-steps-label")
-                yield Sparkline([], id="overview-sparkline")
+                yield StepBars(id="overview-sparkline")
         # Findings first: on a small terminal they are what must be on screen without scrolling.
         yield Static("analyzing…", id="overview-findings", classes="panel")
         yield Static("analyzing…", id="overview-breakdown", classes="panel")
@@ -80,7 +95,7 @@ class OverviewPane(VerticalScroll):
         if durs:
             mean = sum(durs) / len(durs)
             label.update(f"{len(durs)} steps · mean {fmt_ns(mean)} · min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}")
-            self.query_one("#overview-sparkline", Sparkline).data = [d / 1e6 for d in durs]
+            self.query_one("#overview-sparkline", StepBars).values = [float(d) for d in durs]
         else:
             label.update(Text("no ProfilerStep spans in this trace", style="dim"))
 
@@ -133,12 +148,19 @@ class OverviewPane(VerticalScroll):
             self.query_one(wid, Static).update(Text(f"analysis unavailable: {message}", style="red"))
 
 
+def _who(r: dict) -> str:
+    """``rank 0 · cuda:0``, or ``rank 0 · host`` for a CPU-only trace (its device is -1)."""
+    device = r.get("device")
+    where = "host" if device is None or device < 0 else f"{r.get('device_type') or 'device'}:{device}"
+    return f"rank {r.get('rank', 0)} · {where}"
+
+
 def breakdown_renderable(breakdown: pd.DataFrame | None) -> Table | Text:
     """One stacked bar per (rank, device): the parts of step wall time summed over steps."""
     if breakdown is None or len(breakdown) == 0:
         return Text("no step breakdown (no device work or steps)", style="dim")
     parts = [p for p in PARTS if p[0] in breakdown.columns and breakdown[p[0]].sum() > 0]
-    keys = [k for k in ("rank", "device") if k in breakdown.columns]
+    keys = [k for k in ("rank", "device_type", "device") if k in breakdown.columns]
     sums = breakdown.groupby(keys, dropna=False)[["wall_ns", *[p[0] for p in parts]]].sum().reset_index()
     table = Table(box=None, header_style="bold")
     table.add_column("Rank/device")
@@ -154,7 +176,7 @@ def breakdown_renderable(breakdown: pd.DataFrame | None) -> Table | Text:
             cells = min(cells, BAR_WIDTH - used)
             bar.append("█" * cells, style=style)
             used += cells
-        who = " ".join(f"{k} {r[k]}" for k in keys)
+        who = _who(r)
         table.add_row(who, fmt_ns(wall), bar)
     legend = Text()
     for key, label, style in parts:

@@ -30,7 +30,7 @@ class SourcePane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter files  ( / )", classes="filter")
+        yield Input(placeholder="filter files  ( / )", classes="filter", compact=True)
         yield SnapshotTable(id="files-table")
         yield Static("analyzing…", id="source-hint")
 
@@ -67,18 +67,27 @@ class SourceFileScreen(Screen):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, line: int | None = None) -> None:
         super().__init__()
         self.path = path
+        self.line = line  # the line to put the cursor on (else the hottest)
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(Text(self.path, style="bold"), id="file-path")
+        yield Static(Text(self._label(), style="bold"), id="file-path")
         yield DataTable(id="file-lines", cursor_type="row", zebra_stripes=False)
         yield Footer()
 
     def on_mount(self) -> None:
         self.load_file()
+
+    def _label(self) -> str:
+        """The file as every output shows it, fitting half the width (the rest says where it was read)."""
+        from neuron_explorer.reports.location import Locations
+        from neuron_explorer.tui.tables import location_root
+
+        root = location_root(self.app.source.analysis_ready)  # type: ignore[attr-defined]
+        return Locations(root).format(self.path, self.line, width=max(self.app.size.width // 2, 24))
 
     @work(thread=True, exclusive=True, group="file")
     def load_file(self) -> None:
@@ -93,7 +102,7 @@ class SourceFileScreen(Screen):
         idx = {c.key: i for i, c in enumerate(cols)}
         if sf.resolved is not None:
             self.query_one("#file-path", Static).update(
-                Text.assemble((self.path, "bold"), (f"   read from {_shown(sf.resolved)}", "dim"))
+                Text.assemble((self._label(), "bold"), (f"   read from {_shown(sf.resolved)}", "dim"))
             )
             by_line = {row[idx["src_line"]]: row for row in sf.lines.rows}
             table.add_column("Host", key="host", width=9)
@@ -123,18 +132,20 @@ class SourceFileScreen(Screen):
                 key=lambda k: (by_line[k][idx["host_ns"]] or 0) + (by_line[k][idx["device_ns"]] or 0),
                 default=None,
             )
-            if hot is not None and 1 <= hot <= len(sf.text_lines):
-                table.move_cursor(row=hot - 1)
+            target = self.line if self.line is not None else hot
+            if target is not None and 1 <= target <= len(sf.text_lines):
+                table.move_cursor(row=target - 1)
         else:
             self.query_one("#file-path", Static).update(
-                Text.assemble(
-                    (self.path, "bold"), ("   not readable on this machine: showing its attributed lines", "dim")
-                )
+                Text.assemble((self._label(), "bold"), ("   not readable on this machine: its attributed lines", "dim"))
             )
             for c in cols:
                 table.add_column(c.label, key=c.key)
             for row in sf.lines.rows:
                 table.add_row(*[_cell(c.unit, v) for c, v in zip(cols, row)])
+            line_at = [r[idx["src_line"]] for r in sf.lines.rows]
+            if self.line in line_at:
+                table.move_cursor(row=line_at.index(self.line))
         table.focus()
 
 

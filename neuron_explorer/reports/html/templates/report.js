@@ -6,7 +6,8 @@
   var started = performance.now();
   var DATA = JSON.parse(document.getElementById("report-data").textContent);
   var STRINGS = DATA.strings || [];
-  var KIND_LABELS = { cpu_op: "host op", kernel: "kernel", collective: "collective", memcpy: "memcpy", memset: "memset" };
+  var KIND_LABELS = { cpu_op: "host op", kernel: "kernel", collective: "collective", memcpy: "memcpy", memset: "memset",
+    python: "Python", annotation: "annotation", runtime: "runtime call", sync: "sync" };
   var rendered = [];
 
   function plotlyText(s) {
@@ -96,7 +97,7 @@
         var ul = el("ul");
         f.source_lines.forEach(function (sl) {
           var li = el("li");
-          li.appendChild(el("code", null, (sl.file || "?") + ":" + (sl.line == null ? "?" : sl.line)));
+          li.appendChild(el("code", { title: (sl.file || "?") + ":" + (sl.line == null ? "?" : sl.line) }, sl.location || sl.file || "?"));
           if (sl.func) li.appendChild(document.createTextNode(" in " + sl.func));
           if (sl.value_text && sl.value_text !== "-") li.appendChild(document.createTextNode(" · " + sl.value_text));
           if (sl.code) { li.appendChild(document.createTextNode(" ")); li.appendChild(el("span", { class: "code" }, sl.code.trim())); }
@@ -152,38 +153,107 @@
   }
 
   // ------------------------------------------------------------------ timeline
+  // Every event of the step is in the data. What is drawn depends on the range in view: each
+  // event on its own once at most DETAIL_LIMIT are in view, else events closer than a pixel
+  // merge into one bar that says so. Redrawn on every zoom, so tooltips always match the view.
   var TL = DATA.timeline;
-  function timelineFigure(step) {
-    var seg = step.segments, lanes = step.lanes.map(plotlyText);
-    var colors = ["--c5", "--c0", "--c2", "--c1", "--c4"].map(cssVar);
+  var DETAIL_LIMIT = 4000, PIXELS = 1400;
+  var tl = { step: null, range: null, selected: -1, drawing: false };
+  function str(code) { return code >= 0 ? STRINGS[code] : null; }
+  function eventHover(s, j) {
+    var e = s.ev, src = str(e.src[j]), module = str(e.module[j]);
+    return plotlyText(str(e.name[j]) || "?") + "<br>" + (TL.kinds[e.kind[j]] || "") + " · " + fmtNs(e.dur[j]) +
+      " · starts at " + fmtNs(e.start[j]) + (src ? "<br>source: " + plotlyText(src) : "") +
+      (module ? "<br>module: " + plotlyText(module) : "") + "<br>click for details";
+  }
+  function timelineFigure(s, range) {
+    var e = s.ev, x0 = range[0] * 1e6, x1 = range[1] * 1e6, vis = [];
+    for (var j = 0; j < e.row.length; j++) if (e.start[j] < x1 && e.start[j] + e.dur[j] > x0) vis.push(j);
     var traces = TL.kinds.map(function (k, i) {
       return { type: "bar", orientation: "h", name: KIND_LABELS[k] || k, x: [], base: [], y: [], hovertext: [],
-        hoverinfo: "text", marker: { color: colors[i % colors.length], line: { width: 0 } } };
+        customdata: [], hoverinfo: "text", marker: { color: TL.colors[i], line: { width: 0 } } };
     });
-    for (var j = 0; j < seg.lane.length; j++) {
-      var t = traces[seg.kind[j]];
-      var name = seg.name[j] >= 0 ? STRINGS[seg.name[j]] : "?";
-      var src = seg.src[j] >= 0 ? STRINGS[seg.src[j]] : null;
-      var text = seg.count[j] > 1
-        ? seg.count[j] + " events merged, busy " + fmtNs(seg.busy[j]) + " of " + fmtNs(seg.dur[j]) + "<br>longest: " + plotlyText(name)
-        : plotlyText(name) + "<br>" + fmtNs(seg.dur[j]);
-      var module = seg.module[j] >= 0 ? STRINGS[seg.module[j]] : null;
-      text += "<br>starts at " + fmtNs(seg.start[j]) + (src ? "<br>source: " + plotlyText(src) : "") +
-        (module ? "<br>module: " + plotlyText(module) : "");
-      t.base.push(seg.start[j] / 1e6);
-      t.x.push(Math.max(seg.dur[j], 1) / 1e6);
-      t.y.push(lanes[seg.lane[j]]);
-      t.hovertext.push(text);
+    var bars = 0, merged = 0;
+    function push(kind, start, dur, row, text, idx) {
+      var t = traces[kind];
+      t.base.push(start / 1e6); t.x.push(Math.max(dur, 1) / 1e6); t.y.push(row);
+      t.hovertext.push(text); t.customdata.push(idx); bars++;
     }
+    if (vis.length <= DETAIL_LIMIT) {
+      vis.forEach(function (j) { push(e.kind[j], e.start[j], e.dur[j], e.row[j], eventHover(s, j), j); });
+    } else {
+      var px = (x1 - x0) / PIXELS, cur = null;
+      var flush = function (c) {
+        if (!c) return;
+        if (c.count === 1) { push(e.kind[c.longest], e.start[c.longest], e.dur[c.longest], c.row, eventHover(s, c.longest), c.longest); return; }
+        merged += c.count;
+        push(e.kind[c.longest], c.start, c.end - c.start, c.row, c.count + " events merged at this zoom: zoom in to see each" +
+          "<br>busy " + fmtNs(c.busy) + " of " + fmtNs(c.end - c.start) + "<br>longest: " + plotlyText(str(e.name[c.longest]) || "?"), -1);
+      };
+      vis.forEach(function (j) {  // the data is ordered by row, then start
+        var end = e.start[j] + e.dur[j];
+        if (cur && cur.row === e.row[j] && e.start[j] <= cur.end + px) {
+          cur.end = Math.max(cur.end, end); cur.count++; cur.busy += e.dur[j];
+          if (e.dur[j] > e.dur[cur.longest]) cur.longest = j;
+        } else { flush(cur); cur = { row: e.row[j], start: e.start[j], end: end, count: 1, busy: e.dur[j], longest: j }; }
+      });
+      flush(cur);
+    }
+    var data = traces.filter(function (t) { return t.x.length; }), annotations = [];
+    var sel = tl.selected;
+    if (sel >= 0) {
+      data.push({ type: "bar", orientation: "h", name: "selected", showlegend: false, hoverinfo: "skip",
+        base: [e.start[sel] / 1e6], x: [Math.max(e.dur[sel], 1) / 1e6], y: [e.row[sel]], customdata: [sel],
+        marker: { color: "rgba(0,0,0,0)", line: { width: 2, color: cssVar("--accent") } } });
+      flowsOf(s, sel).forEach(function (f) {
+        annotations.push({ x: e.start[f[1]] / 1e6, y: e.row[f[1]], ax: e.start[f[0]] / 1e6, ay: e.row[f[0]],
+          xref: "x", yref: "y", axref: "x", ayref: "y", showarrow: true, arrowhead: 3, arrowwidth: 1.5,
+          arrowcolor: cssVar("--accent"), text: "" });
+      });
+    }
+    var rows = s.rows.map(plotlyText), ticks = s.rows.map(function (_, i) { return i; });
     return {
-      data: traces.filter(function (t) { return t.x.length; }),
+      data: data, bars: bars, merged: merged, inView: vis.length,
       layout: {
-        barmode: "overlay", bargap: 0.25, height: 140 + 38 * lanes.length,
-        xaxis: { title: { text: "ms since the step started" }, zeroline: false },
-        yaxis: { type: "category", autorange: "reversed", automargin: true, categoryorder: "array", categoryarray: lanes },
-        legend: { orientation: "h", y: 1.12 }, margin: { t: 40 },
+        barmode: "overlay", bargap: 0.2, height: 150 + 24 * rows.length, annotations: annotations,
+        xaxis: { title: { text: "ms since the step started" }, zeroline: false, range: range.slice() },
+        yaxis: { autorange: "reversed", automargin: true, tickmode: "array", tickvals: ticks, ticktext: rows,
+          range: [rows.length - 0.5, -0.5] },
+        legend: { orientation: "h", y: 1.1 }, margin: { t: 40 }, hovermode: "closest", dragmode: "zoom",
       },
     };
+  }
+  // [launch, launched] pairs of the selected event: its launching call, or what it launched
+  function flowsOf(s, j) {
+    var link = s.ev.link, out = [];
+    if (link[j] >= 0) out.push([link[j], j]);
+    for (var k = 0; k < link.length && out.length < 50; k++) if (link[k] === j) out.push([j, k]);
+    return out;
+  }
+  function showDetails(s, j) {
+    var box = document.getElementById("timeline-details"), e = s.ev;
+    box.textContent = "";
+    if (j < 0) { box.hidden = true; return; }
+    box.hidden = false;
+    var dl = el("dl");
+    function row(label, value) { if (value == null || value === "") return; dl.appendChild(el("dt", null, label)); dl.appendChild(el("dd", null, value)); }
+    row("Event", str(e.name[j]));
+    row("Recorded name", str(e.raw[j]));
+    row("Kind", TL.kinds[e.kind[j]]);
+    row("Lane", s.rows[e.row[j]]);
+    row("Start", "+" + fmtNs(e.start[j]) + " from the step start");
+    row("Duration", fmtNs(e.dur[j]));
+    row("Source", str(e.src[j]) || "none recorded");
+    row("Module", str(e.module[j]));
+    row("Event id", String(e.id[j]));
+    var flows = flowsOf(s, j);
+    if (e.link[j] >= 0) row("Launched by", str(e.name[e.link[j]]) + " at +" + fmtNs(e.start[e.link[j]]));
+    var launched = flows.filter(function (f) { return f[0] === j; });
+    if (launched.length) row("Launched", launched.map(function (f) { return str(e.name[f[1]]); }).join(", "));
+    box.appendChild(el("h3", null, "Selected event"));
+    box.appendChild(dl);
+    var args = str(e.args[j]);
+    if (args) { box.appendChild(el("p", null, "Args:")); box.appendChild(el("pre", { class: "args" }, args)); }
   }
   function renderTimeline() {
     var select = document.getElementById("step-select");
@@ -200,22 +270,55 @@
       select.appendChild(el("option", { value: String(i) }, label));
     });
     select.options[slowest].textContent += " (slowest)";
-    function show(i) {
-      var s = TL.steps[i];
-      var fig = timelineFigure(s);
-      var n = s.segments.lane.length;
-      document.getElementById("timeline-info").textContent = fmtNum(s.events) + " events" +
-        (s.downsampled ? ", drawn as " + fmtNum(n) + " bars (downsampled: nearby events merged)" : "");
+    var entry = { div: div, layout: null, timeline: true };
+    function draw() {
+      var s = TL.steps[tl.step], fig = timelineFigure(s, tl.range);
+      var info = fmtNum(fig.inView) + " of " + fmtNum(s.events) + " events in view" + (fig.merged
+        ? ", drawn as " + fmtNum(fig.bars) + " bars: nearby events merged at this zoom (zoom in to see each)"
+        : ", each drawn");
+      if (s.downsampled) info += "; this step keeps its " + fmtNum(s.kept) + " longest events";
+      document.getElementById("timeline-info").textContent = info;
+      tl.drawing = true;
       Plotly.react(div, fig.data, themed(fig.layout), CONFIG);
+      tl.drawing = false;
+      entry.layout = fig.layout;
       return fig;
     }
+    function show(i) {
+      var s = TL.steps[i];
+      tl.step = i; tl.selected = -1;
+      tl.range = [Math.min(0, 0) / 1e6, Math.max(s.dur_ns, 1) / 1e6];
+      showDetails(s, -1);
+      return draw();
+    }
     select.value = String(slowest);
-    var fig = show(slowest);
-    rendered.push({ div: div, layout: fig.layout, timeline: true });
-    select.addEventListener("change", function () {
-      var f = show(Number(select.value));
-      rendered.forEach(function (r) { if (r.timeline) r.layout = f.layout; });
+    show(slowest);
+    rendered.push(entry);
+    var pending = false;
+    div.on("plotly_relayout", function (ev) {
+      if (tl.drawing) return;
+      var s = TL.steps[tl.step];
+      if (ev["xaxis.range[0]"] != null) tl.range = [ev["xaxis.range[0]"], ev["xaxis.range[1]"]];
+      else if (ev["xaxis.range"]) tl.range = ev["xaxis.range"].slice();
+      else if (ev["xaxis.autorange"]) tl.range = [0, Math.max(s.dur_ns, 1) / 1e6];
+      else return;
+      if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; draw(); }); }
     });
+    div.on("plotly_click", function (ev) {
+      var p = ev.points && ev.points[0];
+      if (!p) return;
+      var s = TL.steps[tl.step], j = p.customdata;
+      if (j == null || j < 0) {  // a merged bar: zoom to it
+        tl.range = [p.base, p.base + p.x]; draw(); return;
+      }
+      tl.selected = j; showDetails(s, j); draw();
+    });
+    select.addEventListener("change", function () { show(Number(select.value)); });
+    window.__neuronExplorerTimeline = {
+      state: tl, draw: draw,
+      zoom: function (a, b) { tl.range = [a, b]; return draw(); },
+      select: function (j) { tl.selected = j; showDetails(TL.steps[tl.step], j); return draw(); },
+    };
   }
 
   // ------------------------------------------------------------------ tables
@@ -234,16 +337,34 @@
         : col.type === "pct" ? (v == null ? "–" : v.toFixed(2) + "%") : col.type === "int" ? fmtNum(v)
         : col.type === "float" ? (v == null ? "–" : v.toFixed(2)) : (v == null ? "–" : v);
       if (col.type === "ns" && v != null) td.title = fmtNum(v) + " ns";
+      else if (col.title && spec.rows[col.title][r] != null) td.title = spec.rows[col.title][r];
+      else if (col.type === "text" && v != null) td.title = v;
       return td;
     }
+    var texts = cols.filter(function (c) { return NUMERIC.indexOf(c.type) < 0; }), needle = "";
+    function matches(r) {
+      return !needle || texts.some(function (c) {
+        var v = spec.rows[c.key][r];
+        return v != null && String(v).toLowerCase().indexOf(needle) >= 0;
+      });
+    }
+    var count = el("span", { class: "filter-count" });
     function fill() {
       tbody.textContent = "";
+      var shown = 0;
       order.forEach(function (r) {
+        if (!matches(r)) return;
+        shown++;
         var row = el("tr");
         cols.forEach(function (c) { row.appendChild(cell(c, r)); });
         tbody.appendChild(row);
       });
+      count.textContent = needle ? shown + " of " + order.length + " rows match" : "";
     }
+    var filter = el("input", { type: "search", class: "table-filter", placeholder: "filter " + name + "…",
+      "aria-label": "filter the " + name + " table", "data-filter": name });
+    filter.addEventListener("input", function () { needle = filter.value.trim().toLowerCase(); fill(); });
+    var bar = el("div", { class: "filter-bar" }); bar.appendChild(filter); bar.appendChild(count);
     cols.forEach(function (c) {
       var numeric = NUMERIC.indexOf(c.type) >= 0;
       var th = el("th", numeric ? { class: "num", "aria-sort": "none" } : { "aria-sort": "none" });
@@ -265,7 +386,7 @@
       th.appendChild(b); tr.appendChild(th);
     });
     thead.appendChild(tr); table.appendChild(thead); table.appendChild(tbody); fill();
-    host.appendChild(table);
+    host.parentNode.insertBefore(bar, host); host.appendChild(table);
     if (spec.total_rows > spec.shown_rows) {
       host.after(el("p", { class: "table-note" }, "Showing the top " + fmtNum(spec.shown_rows) + " of " + fmtNum(spec.total_rows) + " rows."));
     }
@@ -276,7 +397,7 @@
     var mq = window.matchMedia("(prefers-color-scheme: dark)");
     var flip = function () {
       rendered.forEach(function (r) {
-        if (r.timeline) { document.getElementById("step-select").dispatchEvent(new Event("change")); return; }
+        if (r.timeline) { window.__neuronExplorerTimeline.draw(); return; }
         Plotly.relayout(r.div, themed(r.layout));
       });
     };
@@ -297,7 +418,7 @@
   renderTable("op_perf");
   plot("lines", F.lines, "No source-line attribution in this trace: record with with_stack=True (or neuron-explorer record) to map time to lines of code.");
   renderTable("lines");
-  plot("memory", F.memory, "No memory events in this trace: record with profile_memory=True to see a memory timeline.");
+  plot("memory", F.memory, "No memory events in this trace: record with neuron-explorer record --memory (or profile_memory=True) to see a memory timeline.");
   renderTable("memory");
   watchTheme();
   window.__neuronExplorerReport = { ready: true, renderMs: performance.now() - started, figures: rendered.length };
