@@ -42,13 +42,31 @@ def rank_json_files(path: str | Path) -> list[Path]:
 
 
 def is_json_run(path: str | Path) -> bool:
-    """A directory with JSON rank traces and no Parquet trace files."""
+    """A directory with JSON rank traces and no Parquet trace files (a directory of Neuron
+    profile exports, JSON too, is not one: ``collectors.neuron`` imports those)."""
     p = Path(path)
     if not p.is_dir():
         return False
     if any(f.suffix in PARQUET_SUFFIXES for f in p.rglob("*")):
         return False
-    return bool(rank_json_files(p))
+    return any(_looks_like_kineto(f) for f in rank_json_files(p))
+
+
+def _looks_like_kineto(path: Path, head_bytes: int = 1 << 18) -> bool:
+    """A Kineto/Chrome trace names its ``traceEvents`` near the top (after the device
+    properties); a neuron-profile export never does. Reads at most ``head_bytes``."""
+    import gzip
+    import zlib
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(2)
+        opener = gzip.open if raw == b"\x1f\x8b" else open
+        with opener(path, "rb") as fh:  # type: ignore[operator]
+            head = fh.read(head_bytes)
+    except (OSError, EOFError, zlib.error):
+        return True  # unreadable: let the importer name the problem
+    return b'"traceEvents"' in head or not head.lstrip().startswith(b"{")
 
 
 def _rank_of(trace: Trace, path: Path, n_files: int) -> int:
