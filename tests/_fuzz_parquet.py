@@ -164,20 +164,36 @@ def encode_parquet(table: pa.Table, meta: Any) -> bytes:
 
 def parquet_input(rng: random.Random, seeds: list[tuple[pa.Table, dict[str, Any]]]) -> tuple[bytes, str]:
     table, meta = rng.choice(seeds)
-    names, lossy = [], False
+    names: list[str] = []
+    lossy_of: dict[str, bool] = {}  # per column or metadata key: the last mutation of it decides
     for _ in range(rng.choice([1, 1, 2])):
         try:
             table, meta, name, loss = mutate_parquet(table, meta, rng)
         except (KeyError, TypeError, ValueError, pa.ArrowException):  # (a column an earlier step changed)
             continue
         names.append(name)
-        lossy |= loss
+        lossy_of[_target(name)] = loss
+    lossy = any(lossy_of.values())
     data = encode_parquet(table, meta)
     if rng.random() < 0.15:
         data, name = _fuzz.mutate_bytes(data, rng)
         names.append(name)
         lossy = False  # (a flipped byte may land where nothing is read)
     return data, "+".join(names) + ("!" if lossy else "")
+
+
+def _target(mutation: str) -> str:
+    """What a mutation changed: a column, ``meta:KEY``, ``meta`` or ``table``."""
+    words = mutation.split()
+    if words[0] in ("drop", "retype", "extreme"):
+        return words[1]
+    if mutation.startswith("metadata not"):
+        return "meta"
+    if words[0] == "metadata":
+        return "meta:" + words[1]
+    if words[0] == "negative":
+        return "dur_ns"
+    return "table" if words[0] == "empty" else words[0]
 
 
 def parquet_case(data: bytes, workdir: Path, command: str = "info", mutation: str = "") -> tuple[str, str]:

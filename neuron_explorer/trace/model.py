@@ -201,7 +201,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         schema = pq.read_schema(path)
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
     return _check_metadata(schema, path)
 
@@ -236,7 +236,7 @@ def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dic
     try:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # (a column name not UTF-8)
         raise TraceFormatError(f"not a readable Parquet file ({_short(exc)})", path) from None
     wanted = list(COLUMN_NAMES) if columns is None else [c for c in dict.fromkeys(columns) if c in COLUMN_NAMES]
     with pf:

@@ -65,6 +65,8 @@ PARQUET_CASES: dict[str, tuple[str, str] | str] = {
     "dur_ns_int64_max.parquet": "dur_ns beyond",
     "empty_table.parquet": "the trace holds no events",
     "fuzzer_flipped_footer_int128.parquet": "not a readable Parquet file",
+    "fuzzer_column_name_not_utf8_407e.parquet": "not a readable Parquet file",
+    "fuzzer_column_name_not_utf8_7783.parquet": "not a readable Parquet file",
     "fuzzer_pid_bool_export.parquet": ("set to null", "op_id outside the trace"),
     "fuzzer_flipped_bit_invalid_utf8.parquet": "column name holds text that is not UTF-8",
 }
