@@ -34,7 +34,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.breakdown import device_part
+from neuron_explorer.analyzers.breakdown import device_part, device_slots
 from neuron_explorer.analyzers.context import TraceFrames, lookup, name_mask, ukey
 from neuron_explorer.analyzers.intervals import clip_to_windows, union_length
 from neuron_explorer.trace.schema import Kind
@@ -136,14 +136,7 @@ def step_attribution(frames: TraceFrames) -> pd.DataFrame:
     if not len(w):
         return _with_pct(pd.DataFrame({c: pd.Series(dtype="int64") for c in cols}))
     dev = frames.device
-    devices = dev[["rank", "device", "device_type"]].drop_duplicates(["rank", "device"])
-    devices = devices.assign(device_type=devices["device_type"].astype(str))
-    host_only = sorted(set(w["rank"]) - set(devices["rank"]))
-    devices = (
-        pd.concat([devices, pd.DataFrame({"rank": host_only, "device": -1, "device_type": "cpu"})], ignore_index=True)
-        .sort_values(["rank", "device"])
-        .reset_index(drop=True)
-    )
+    devices = device_slots(dev, w)
     n_dev = len(devices)
     slot_of = pd.Series(np.arange(n_dev), index=pd.MultiIndex.from_frame(devices[["rank", "device"]]))
     win = (w["rank"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy())

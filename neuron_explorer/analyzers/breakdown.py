@@ -39,6 +39,19 @@ def device_part(frames: TraceFrames) -> np.ndarray:
     return part
 
 
+def device_slots(dev: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """The (rank, device, device_type) rows a per-step split has, sorted: every device of each
+    rank, and for a rank without device work one host-only row (device -1, type cpu)."""
+    devices = dev[["rank", "device", "device_type"]].drop_duplicates(["rank", "device"])
+    devices = devices.assign(device_type=devices["device_type"].astype(str))
+    host_only = sorted(set(windows["rank"]) - set(devices["rank"]))
+    return (
+        pd.concat([devices, pd.DataFrame({"rank": host_only, "device": -1, "device_type": "cpu"})], ignore_index=True)
+        .sort_values(["rank", "device"])
+        .reset_index(drop=True)
+    )
+
+
 def step_breakdown(frames: TraceFrames) -> pd.DataFrame:
     """Per (rank, step, device): wall_ns and the parts above, plus a ``*_pct`` of wall for each."""
     w = frames.step_windows.reset_index(drop=True)
@@ -46,15 +59,7 @@ def step_breakdown(frames: TraceFrames) -> pd.DataFrame:
     cols = ["rank", "step", "device", "device_type", "start_ns", "wall_ns", *PARTS, "idle_ns"]
     if not len(w):
         return _with_pct(pd.DataFrame({c: pd.Series(dtype="int64") for c in cols}))
-    # devices of each rank; a rank without device work gets one host-only row (device -1)
-    devices = dev[["rank", "device", "device_type"]].drop_duplicates(["rank", "device"])
-    devices = devices.assign(device_type=devices["device_type"].astype(str))
-    host_only = sorted(set(w["rank"]) - set(devices["rank"]))
-    devices = (
-        pd.concat([devices, pd.DataFrame({"rank": host_only, "device": -1, "device_type": "cpu"})], ignore_index=True)
-        .sort_values(["rank", "device"])
-        .reset_index(drop=True)
-    )
+    devices = device_slots(dev, w)
     n_dev = len(devices)
     dev_slot = pd.Series(np.arange(n_dev), index=pd.MultiIndex.from_frame(devices[["rank", "device"]]))
 
