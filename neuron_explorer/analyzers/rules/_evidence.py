@@ -141,6 +141,16 @@ def category_ns(a: Analysis, category: str) -> int:
     return int(at[f"{category}_ns"].sum()) if len(at) else 0
 
 
+def steady_attribution(a: Analysis) -> pd.DataFrame:
+    """The attribution rows of the steady steps (warm-up steps left out; all rows without steps)."""
+    at, st = a.attribution, a.steps
+    if not len(at) or not len(st) or "is_warmup" not in st or not st["is_warmup"].any():
+        return at
+    warm = st.loc[st["is_warmup"], ["rank", "step"]]
+    key = pd.MultiIndex.from_frame(at[["rank", "step"]])
+    return at[~key.isin(pd.MultiIndex.from_frame(warm))]
+
+
 def attributed_wall_ns(a: Analysis, device_only: bool = False) -> int:
     """Wall time the attribution splits: the step windows, once per device of their rank."""
     at = a.attribution

@@ -19,6 +19,7 @@ from neuron_explorer.analyzers.rules._evidence import (
     ms,
     num_steps,
     ranges,
+    steady_attribution,
     top_source_lines,
     wall_ns,
 )
@@ -245,12 +246,14 @@ def python_overhead(ctx: RuleContext) -> list[Finding]:
     """More than ``max_pct`` of step time passes in Python frames outside any framework op, data
     loading or blocking call while the device has nothing to run (the ``host_python``
     category). Needs Python events (``with_stack=True``): time with no host events at all is
-    ``untraced``, never called Python."""
+    ``untraced``, never called Python. Measured over the steady steps: the warm-up steps' one-time
+    Python (lazy initialization, first calls) is ``warmup_cost``'s."""
     host = ctx.frames.host
     if not (host["kind"] == Kind.PYTHON).any():
         raise RuleSkipped("skipped: needs Python events (profile with with_stack=True)")
-    wall = attributed_wall_ns(ctx.analysis) or 1
-    python_ns = category_ns(ctx.analysis, "host_python")
+    at = steady_attribution(ctx.analysis)
+    wall = float(at["wall_ns"].sum()) or 1.0
+    python_ns = int(at["host_python_ns"].sum())
     pct = 100.0 * python_ns / wall
     if pct < ctx.threshold("max_pct"):
         return []
