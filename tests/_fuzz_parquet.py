@@ -12,6 +12,7 @@ import io
 import json
 import random
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -308,15 +309,112 @@ def neuron_input(rng: random.Random, seeds: list[dict[str, Any]]) -> tuple[bytes
     return data, "+".join(names)
 
 
-def neuron_case(data: bytes, workdir: Path) -> tuple[str, str]:
+def _within(v: int | Decimal, low: int) -> bool:
+    try:
+        return low <= v <= _fuzz.MAX_TIME_NS
+    except ArithmeticError:  # (1e999999999: beyond any time)
+        return False
+
+
+def reference_neuron(data: bytes) -> dict[str, Any] | None:
+    """What a correct import of a legacy Neuron JSON export holds (docs/schema.md, "Validation",
+    Neuron), from Python's own parse: for ``instruction`` (kernel events) and ``dma`` (memcpy
+    and packet events), the sorted start and duration of every valid record and the number
+    dropped; None when the file has no event tables (a summary-json export). Raises
+    ``_fuzz._Reject`` where the file must be rejected."""
+    doc = _fuzz._parse_json(data)
+    if not isinstance(doc, dict):
+        raise _fuzz._Reject("not an object")
+    meta = doc.get("metadata")
+    meta = meta[0] if isinstance(meta, list) and meta else meta
+    first = meta.get("first_hw_timestamp") if isinstance(meta, dict) else None
+    first = first if _fuzz._is_num(first) and first > 0 else None
+    out: dict[str, Any] = {"dropped": 0}
+    for key in ("instruction", "dma"):
+        records = doc.get(key)
+        if records is None:
+            out[key] = None
+            continue
+        records = [records] if isinstance(records, dict) else records
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise _fuzz._Reject(f"{key} not a list of records")
+        if records and not any("timestamp" in r for r in records):
+            raise _fuzz._Reject(f"{key} without timestamps")
+        kept = []
+        for r in records:
+            ts, dur = r.get("timestamp"), r.get("duration")
+            ok = _fuzz._is_num(ts) and _fuzz._is_num(dur) and _within(ts, -_fuzz.MAX_TIME_NS) and _within(dur, 0)
+            if ok:
+                kept.append((int(Decimal(ts).to_integral_value()), int(Decimal(dur).to_integral_value())))
+            else:
+                out["dropped"] += 1
+        origin = int(first) if first is not None and kept and min(t for t, _ in kept) >= first else 0
+        out[key] = {"starts": sorted(t - origin for t, _ in kept), "durs": sorted(d for _, d in kept)}
+    if out["instruction"] is None and out["dma"] is None:
+        return None
+    return out
+
+
+def check_neuron(path: Path, expected: dict[str, Any]) -> str | None:
+    from neuron_explorer.trace import Trace
+
+    bad = _fuzz.check_trace(path)
+    if bad:
+        return bad
+    trace = Trace.read(path)
+    t = trace.events
+    cat = t["category"].to_pylist()
+    start, dur = t["start_ns"].to_pylist(), t["dur_ns"].to_pylist()
+    # (every instruction is a ``neuron_kernel`` row: a kernel, or an annotation for a semaphore
+    # wait; every DMA record a ``neuron_dma_memcpy`` row: a copy, or an annotation for a packet)
+    got = {
+        "instruction": [i for i, c in enumerate(cat) if c == "neuron_kernel"],
+        "dma": [i for i, c in enumerate(cat) if c == "neuron_dma_memcpy"],
+    }
+    dropped = int(trace.metadata.get("dropped_events") or 0)
+    if dropped != expected["dropped"]:
+        return f"{dropped} records dropped, reference {expected['dropped']}"
+    for key, rows in got.items():
+        want = expected[key] or {"starts": [], "durs": []}
+        if len(rows) != len(want["starts"]):
+            return f"{len(rows)} {key} events, reference {len(want['starts'])}"
+        if sorted(start[i] for i in rows) != want["starts"]:
+            return f"{key} start times differ from the reference"
+        if sorted(dur[i] for i in rows) != want["durs"]:
+            return f"{key} durations differ from the reference"
+    return None
+
+
+def neuron_case(data: bytes, workdir: Path, command: str = "convert") -> tuple[str, str]:
+    """Run one legacy Neuron JSON input through the CLI (``convert``, then the written trace is
+    checked against ``reference_neuron``; or ``info``): (outcome class, detail)."""
     for old in workdir.iterdir():
         old.unlink()
     src = workdir / "device.json"
+    out = workdir / "out.parquet"
     src.write_bytes(data)
-    code, stderr, exc = _fuzz.run_cli(["info", str(src)])
+    argv = ["convert", str(src), "-o", str(out)] if command == "convert" else ["info", str(src)]
+    code, stderr, exc = _fuzz.run_cli(argv)
     if exc is not None:
-        return "traceback", f"{type(exc).__name__}: {str(exc)[:120]}"
-    if code == 0:  # (no reference for the Neuron rules here: the trace itself is not checked)
-        return "accepted", ""
+        return "traceback", f"{command}: {type(exc).__name__}: {str(exc)[:120]}"
+    try:
+        expected = reference_neuron(data)
+        reject = False
+    except _fuzz._Reject:
+        expected, reject = None, True
+    if code == 0:
+        if command != "convert":
+            return "correct", ""
+        if reject or expected is None:
+            bad = _fuzz.check_trace(out)
+            if bad:
+                return "wrong", f"accepted; {bad}"
+            return ("accepted (reference rejects)" if reject else "correct"), ""
+        bad = check_neuron(out, expected)
+        return ("wrong", bad) if bad else ("correct", "")
     why = _fuzz.clean_error(code, stderr, src)
-    return ("wrong", why) if why else ("rejected", stderr.strip()[-120:])
+    if why:
+        return "wrong", f"{command}: {why}"
+    if out.exists():
+        return "wrong", "output file left after an error"
+    return ("rejected" if reject else "rejected (reference accepts)"), stderr.strip()[-120:]

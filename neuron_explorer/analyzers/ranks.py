@@ -36,7 +36,9 @@ import pyarrow.parquet as pq
 
 from neuron_explorer.analyzers.attribution import CATEGORY_COLUMNS
 from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.trace.errors import TraceFormatError
 from neuron_explorer.trace.schema import Kind
+from neuron_explorer.trace.validate import conform
 
 #: bytes per element of the ``dtype`` names ``record_param_comms`` writes (c10 ScalarType names)
 DTYPE_BYTES: dict[str, int] = {
@@ -114,7 +116,8 @@ def _collective_arg_rows(frames: TraceFrames) -> pa.Table | None:
     for f in files:
         try:
             t = pq.read_table(f, columns=[*cols, "kind"], filters=[("kind", "=", Kind.COLLECTIVE)])
-        except (pa.ArrowException, OSError, ValueError):
+            t = conform(t, f)
+        except (pa.ArrowException, OSError, ValueError, TraceFormatError):
             return None  # not our Parquet (a JSON import keeps its args in memory): no metadata
         parts.append(t.select(cols))
     return pa.concat_tables(parts, promote_options="permissive") if parts else None

@@ -135,6 +135,24 @@ def check_columns(
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def conform(table: pa.Table, path: Path) -> pa.Table:
+    """Columns read straight from a trace file (a few row groups, a filter; not through
+    ``Trace.read``) with the schema's types: a column of another type, or text that is not
+    UTF-8, is all null, as the full read would have made it (``check_columns``)."""
+    wanted = [name for name in table.column_names if name in COLUMN_BY_NAME and name not in REQUIRED]
+    checked = check_columns(table.select(wanted), wanted, 0, path, Repairs())
+    for name in checked.column_names:
+        try:
+            _check_text(checked[name], name, path)
+        except TraceFormatError:
+            typ = checked.schema.field(name).type
+            checked = checked.set_column(checked.column_names.index(name), name, pa.nulls(checked.num_rows, typ))
+    rest = [name for name in table.column_names if name not in wanted]
+    for name in rest:
+        checked = checked.append_column(name, table[name])
+    return checked.select(table.column_names)
+
+
 def _check_text(col: pa.ChunkedArray, name: str, path: Path) -> None:
     """Text columns hold UTF-8 (Parquet does not check it on read; a flipped bit would fail
     later, far from here). Dictionary columns: their dictionaries only."""

@@ -31,6 +31,7 @@ from neuron_explorer.analyzers.perf.ownership import CAT_INDEX, Work, work_units
 from neuron_explorer.analyzers.perf.shapes import non_contiguous, parse_args
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.validate import conform
 
 OP_PERF_COLUMNS = (
     "name",
@@ -106,8 +107,8 @@ def _args_of(trace: Trace, rows: np.ndarray) -> list[str | None]:
                 return [None] * len(rows)
             bounds = np.cumsum([0] + [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])
             groups = np.unique(np.searchsorted(bounds, rows, side="right") - 1)
-            col = pf.read_row_groups([int(g) for g in groups], columns=["args"])["args"]
-    except (OSError, pa.ArrowInvalid):  # a file we cannot re-read just gives no concrete inputs
+            col = conform(pf.read_row_groups([int(g) for g in groups], columns=["args"]), path)["args"]
+    except (OSError, pa.ArrowException):  # a file we cannot re-read just gives no concrete inputs
         return [None] * len(rows)
     # rows -> positions in the concatenation of the row groups read
     offsets = np.cumsum([0] + [int(bounds[g + 1] - bounds[g]) for g in groups])

@@ -34,6 +34,7 @@ from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export, 
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.trace.errors import CollectorError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.repairs import Repairs
 
 __all__ = [
     "DeviceProfile",
@@ -144,6 +145,11 @@ def build_device_trace(profiles: list[DeviceProfile], alignments: list[Alignment
         streams.extend(s)
     neuron = profile_metadata(profiles, alignments, streams)
     meta = trace_metadata(profiles, neuron)
+    repairs = Repairs()
+    for p in profiles:
+        repairs.merge(p.repairs)
+        p.repairs.warn(p.source, stacklevel=4)
+    repairs.record(meta)
     if not parts:
         if not all(p.metrics_only for p in profiles):
             raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)

@@ -74,6 +74,72 @@ def _int64(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.rint(np.where(valid, values, 0)).astype(np.int64), valid
 
 
+#: Times beyond +-4e18 ns (the year 2096) are not times (as ``trace.validate.MAX_TIME_NS``).
+MAX_TIME_NS = 4 * 10**18
+
+
+def _time_values(series: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(int64 values, valid, negative) of a time column: valid where the value is a JSON number
+    (not a string, boolean or null), finite and within +-``MAX_TIME_NS``; negative before
+    rounding (-0.5 ns is a negative duration, not 0)."""
+    values, ok = _int64(series)
+    if series.dtype == object:
+        # A mixed column (the export wrote a string or a boolean somewhere): only numbers count;
+        # pandas would read "12" and True as numbers.
+        kinds = series.map(type)
+        ok = ok & kinds.isin((int, float, np.int64, np.float64)).to_numpy()
+    elif pd.api.types.is_bool_dtype(series.dtype):
+        ok = np.zeros(len(series), bool)
+    raw = pd.to_numeric(series.where(ok, 0) if series.dtype == object else series, errors="coerce")
+    raw = raw.to_numpy(np.float64, na_value=np.nan)
+    return values, ok & ~(np.abs(raw) > MAX_TIME_NS), raw < 0
+
+
+def event_times(
+    df: pd.DataFrame, first_hw: float | None, profile: DeviceProfile, what: str, args: np.ndarray
+) -> pd.DataFrame:
+    """``start_ns``/``dur_ns`` of an event table (legacy JSON records, export tables), with the
+    records' JSON in ``args``; a record whose times break the rules is dropped and counted
+    (docs/schema.md, "Validation", Neuron):
+
+    - the start is a JSON number within +-4e18 ns;
+    - the duration (or, without one, the end) is a JSON number within +-4e18 ns, and the
+      duration is not negative.
+
+    ``first_hw`` (``metadata.first_hw_timestamp``): a table whose every valid start is at or past
+    it is on the absolute hardware clock, and is made device-relative by subtracting it.
+    """
+    from neuron_explorer.trace.repairs import DROPPED
+
+    df["args"] = args
+    start, ok, _ = _time_values(df["start_ns"])
+    none = np.zeros(len(df), bool)
+    if "dur_ns" in df:
+        dur, has_dur, negative = _time_values(df["dur_ns"])
+        present = df["dur_ns"].notna().to_numpy()
+    else:
+        dur, has_dur, negative, present = np.zeros(len(df), np.int64), none, none, none
+    if "end_ns" in df:
+        end, has_end, _ = _time_values(df["end_ns"])
+        use_end = ~present & has_end
+        dur = np.where(use_end, end - start, dur)
+        has_dur = has_dur | use_end
+        negative = np.where(use_end, dur < 0, negative)
+    bad_time = ~(ok & has_dur)
+    negative = ~bad_time & negative
+    profile.repairs.add(f"{what} with a missing, non-numeric or out-of-range time", DROPPED, int(bad_time.sum()))
+    profile.repairs.add(f"{what} with a negative duration", DROPPED, int(negative.sum()))
+    keep = ~(bad_time | negative)
+    origin = 0
+    if first_hw is not None and np.isfinite(first_hw) and first_hw > 0 and keep.any() and start[keep].min() >= first_hw:
+        origin = int(first_hw)
+    df["start_ns"] = start - np.int64(origin)
+    df["dur_ns"] = dur
+    if not keep.all():
+        df = df.loc[keep].reset_index(drop=True)
+    return df
+
+
 def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
     """``start_ns``/``dur_ns`` (int64, start relative to ``origin``) from whichever of start,
     end and duration the table has."""

@@ -227,6 +227,9 @@ def join_profiles(
         set(meta.get("device_types") or []) | set(device_trace.metadata.get("device_types") or [])
     )
     meta["device_profile"] = str(source)
+    for key in ("repairs", "dropped_events"):  # (the device profile's, after the framework trace's)
+        if key in device_trace.metadata:
+            meta[key] = device_trace.metadata[key] if key not in meta else meta[key] + device_trace.metadata[key]
     return Trace(merged, meta, path=None)
 
 

@@ -199,8 +199,8 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     if len(ins):
         _need(ins, "instruction", ("timestamp", "duration"), path)
         args = F.records_json(ins)
-        ins = F.times(ins.rename(columns=INSTRUCTION_FIELDS), _origin(ins, "timestamp", meta))
-        ins["args"] = args
+        first_hw = _number(meta.get("first_hw_timestamp"))
+        ins = F.event_times(ins.rename(columns=INSTRUCTION_FIELDS), first_hw, profile, "instruction records", args)
         profile.instructions = F.finish_instructions(ins, profile, profile.active)
     elif not profile.metrics_only:
         profile.warn("'instruction' missing or empty: no engine activity in this profile")
@@ -210,8 +210,8 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
         _need(dma, "dma", ("timestamp", "duration"), path)
         args = F.records_json(dma)
         dma = dma.drop(columns=[c for c in ("queue",) if c in dma.columns])
-        dma = F.times(dma.rename(columns=DMA_FIELDS), _origin(dma, "timestamp", meta))
-        dma["args"] = args
+        first_hw = _number(meta.get("first_hw_timestamp"))
+        dma = F.event_times(dma.rename(columns=DMA_FIELDS), first_hw, profile, "dma records", args)
         queues = queue_table(obj.get("dma_queues_info"))
         profile.dmas = mark_transfers(finish_dmas(dma, profile, queues), profile)
     elif not profile.metrics_only:
@@ -293,6 +293,13 @@ def _need(df: pd.DataFrame, key: str, fields: tuple[str, ...], path: Path) -> No
     missing = [f for f in fields if f not in df.columns]
     if missing:
         raise TraceFormatError(f"'{key}' records lack required field(s) {', '.join(missing)}", path)
+
+
+def _number(v: Any) -> float | None:
+    """A JSON number (not a string or a boolean) that is finite, else None."""
+    if type(v) not in (int, float):
+        return None
+    return _float(v)
 
 
 def _float(v: Any) -> float | None:

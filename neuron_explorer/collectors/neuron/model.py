@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_explorer.trace.repairs import Repairs
+
 #: Compute engines, in the order of their queue (``stream``) numbers 0-4.
 ENGINES: tuple[str, ...] = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
 ENGINE_STREAM: dict[str, int] = {e: i for i, e in enumerate(ENGINES)}
@@ -95,6 +97,8 @@ class DeviceProfile:
     #: Tables of the export not imported (legacy ``dma_throughput``, ``nc_mem_usage``, ...): rows each.
     other_tables: dict[str, int] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
+    #: Records dropped by the validation (``frames.event_times``): in the trace's ``repairs``.
+    repairs: Repairs = field(default_factory=Repairs)
 
     def warn(self, message: str) -> None:
         """Record a degradation: kept in the trace metadata and raised as a Python warning."""
