@@ -47,7 +47,7 @@ def _parquet(rng: random.Random, seeds: list, work: Path) -> tuple[str, str, byt
 
 def _neuron(rng: random.Random, seeds: list, work: Path) -> tuple[str, str, bytes, str]:
     data, mutation = _fuzz_parquet.neuron_input(rng, seeds)
-    command = "info" if rng.random() < 0.2 else "convert"
+    command = "info" if rng.random() < 0.1 else "convert"
     outcome, detail = _fuzz_parquet.neuron_case(data, work, command)
     return outcome, detail, data, mutation
 
