@@ -62,6 +62,18 @@ def test_mutated_parquet_traces_never_traceback_nor_open_silently_changed(parque
     assert outcomes.get("correct", 0) > 20 and outcomes.get("rejected", 0) > 20
 
 
+def test_mutated_neuron_exports_never_traceback_nor_come_out_wrong(tmp_path: Path) -> None:
+    rng = random.Random(16)
+    seeds = _fuzz_parquet.neuron_seeds()
+    outcomes: dict[str, int] = {}
+    for i in range(150):
+        data, mutation = _fuzz_parquet.neuron_input(rng, seeds)
+        outcome, detail = _fuzz_parquet.neuron_case(data, tmp_path, "info" if i % 10 == 0 else "convert")
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        assert outcome not in BAD, (mutation, detail)
+    assert outcomes.get("correct", 0) > 60 and outcomes.get("rejected", 0) > 10, outcomes
+
+
 _JSON_SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -120,8 +132,14 @@ def test_generated_kineto_traces_match_the_reference_or_are_rejected(doc: dict, 
 
 def test_every_input_the_fuzzer_ever_broke_on_stays_fixed(tmp_path: Path) -> None:
     inputs = sorted((_fuzz.FUZZ_DATA / "kineto").iterdir()) + sorted((_fuzz.FUZZ_DATA / "parquet").iterdir())
-    assert len(inputs) >= 30
+    inputs += sorted((_fuzz.FUZZ_DATA / "neuron").iterdir())
+    assert len(inputs) >= 40
     for path in inputs:
+        if path.parent.name == "neuron":
+            for command in ("convert", "info"):
+                outcome, detail = _fuzz_parquet.neuron_case(path.read_bytes(), tmp_path, command)
+                assert outcome == "correct", (path.name, command, outcome, detail)
+            continue
         if path.suffix == ".parquet":
             commands = ("info", "analyze", "report", "export") if path.name.startswith("fuzzer_") else ("analyze",)
             for command in commands:

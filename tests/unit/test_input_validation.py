@@ -237,3 +237,65 @@ def test_streamed_decoding_makes_the_same_repairs(name: str, monkeypatch: pytest
         streamed = ne.load(KINETO / name)
     assert streamed.events.equals(whole.events)
     assert streamed.metadata.get("repairs") == whole.metadata.get("repairs")
+
+
+# ------------------------------------------------------------------------------ legacy Neuron JSON
+NEURON = FUZZ_DATA / "neuron"
+#: file -> {(table, what was done to it by hand): records of that table the trace must lack}, and
+#: the repair texts. Each file is neuron/clean.json with the named records changed
+#: (instruction i / dma i: the record at that index).
+NEURON_CASES: dict[str, tuple[dict[str, list[int]], list[str]]] = {
+    # instruction 0 timestamp "12", instruction 1 timestamp true, dma 0 timestamp null
+    "timestamp_string_bool_null.json": (
+        {"instruction": [0, 1], "dma": [0]},
+        ["instruction records with a missing, non-numeric or out-of-range time", "dma records with a missing"],
+    ),
+    # instruction 2 duration -5, dma 26 duration -0.5 (negative before any rounding)
+    "duration_negative_and_minus_half.json": (
+        {"instruction": [2], "dma": [26]},
+        ["instruction records with a negative duration", "dma records with a negative duration"],
+    ),
+    # instruction 3 timestamp 2**70, dma 1 duration 1e19 ns
+    "times_beyond_range.json": ({"instruction": [3], "dma": [1]}, ["out-of-range time"]),
+    # instruction 4 without its duration
+    "duration_missing.json": ({"instruction": [4]}, ["instruction records with a missing"]),
+    # metadata.first_hw_timestamp "12" (a string: not a clock origin) and instruction 10 label null:
+    # nothing dropped, nothing shifted
+    "first_hw_timestamp_string.json": ({}, []),
+    "label_null.json": ({}, []),
+}
+
+
+def _neuron_times(trace: Trace, category: str) -> list[tuple[int, int]]:
+    t = trace.events
+    keep = pc.equal(t["category"], category)
+    return sorted(zip(t.filter(keep)["start_ns"].to_pylist(), t.filter(keep)["dur_ns"].to_pylist()))
+
+
+@pytest.mark.parametrize("name", sorted(NEURON_CASES))
+def test_each_bad_neuron_record_is_dropped_and_counted_never_clamped(name: str, tmp_path: Path) -> None:
+    clean = json.loads((NEURON / "clean.json").read_text())
+    src, out = tmp_path / name, tmp_path / "out.parquet"
+    shutil.copy(NEURON / name, src)
+    code, stderr, exc = run_cli(["convert", str(src), "-o", str(out)])
+    assert exc is None and code == 0, stderr
+    dropped, texts = NEURON_CASES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = Trace.read(out)
+    # Expected: the clean file's records (times straight from its JSON: none of its tables is on
+    # the absolute clock) less the dropped ones.
+    for table, category in (("instruction", "neuron_kernel"), ("dma", "neuron_dma_memcpy")):
+        want = sorted(
+            (r["timestamp"], r["duration"]) for i, r in enumerate(clean[table]) if i not in dropped.get(table, [])
+        )
+        assert _neuron_times(trace, category) == want, table
+    assert trace.metadata.get("dropped_events", 0) == sum(len(v) for v in dropped.values())
+    repairs = _repairs(trace)
+    for text in texts:
+        assert any(text in what for what in repairs), (text, repairs)
+    if texts:
+        warned = [ln for ln in stderr.splitlines() if ln.startswith("neuron-explorer: warning:")]
+        assert len(warned) == 1 and f"{src}: repaired the input: dropped (" in warned[0]
+    else:
+        assert "repaired" not in stderr

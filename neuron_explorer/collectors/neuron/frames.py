@@ -96,7 +96,12 @@ def _time_values(series: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def event_times(
-    df: pd.DataFrame, first_hw: float | None, profile: DeviceProfile, what: str, args: np.ndarray
+    df: pd.DataFrame,
+    first_hw: float | None,
+    profile: DeviceProfile,
+    what: str,
+    args: np.ndarray,
+    origin: int | None = None,
 ) -> pd.DataFrame:
     """``start_ns``/``dur_ns`` of an event table (legacy JSON records, export tables), with the
     records' JSON in ``args``; a record whose times break the rules is dropped and counted
@@ -107,7 +112,8 @@ def event_times(
       duration is not negative.
 
     ``first_hw`` (``metadata.first_hw_timestamp``): a table whose every valid start is at or past
-    it is on the absolute hardware clock, and is made device-relative by subtracting it.
+    it is on the absolute hardware clock, and is made device-relative by subtracting it;
+    ``origin``, when given, is subtracted instead (decided by the caller for the whole export).
     """
     from neuron_explorer.trace.repairs import DROPPED
 
@@ -130,9 +136,10 @@ def event_times(
     profile.repairs.add(f"{what} with a missing, non-numeric or out-of-range time", DROPPED, int(bad_time.sum()))
     profile.repairs.add(f"{what} with a negative duration", DROPPED, int(negative.sum()))
     keep = ~(bad_time | negative)
-    origin = 0
-    if first_hw is not None and np.isfinite(first_hw) and first_hw > 0 and keep.any() and start[keep].min() >= first_hw:
-        origin = int(first_hw)
+    if origin is None:
+        origin = 0
+        if first_hw is not None and np.isfinite(first_hw) and first_hw > 0 and keep.any():
+            origin = int(first_hw) if start[keep].min() >= first_hw else 0
     df["start_ns"] = start - np.int64(origin)
     df["dur_ns"] = dur
     if not keep.all():

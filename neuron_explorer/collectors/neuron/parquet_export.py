@@ -132,8 +132,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
         )
         profile.unknown_columns["CcOp"] = _unknown(cc, "CcOp")
         args = F.records_json(cc)
-        cc = F.times(cc.rename(columns=CC_FIELDS), origin)
-        cc["args"] = args
+        cc = F.event_times(cc.rename(columns=CC_FIELDS), None, profile, "CcOp rows", args, origin)
         profile.ccops = F.finish_ccops(cc)
     if "SystemProfileEvents" in files:
         sp = _read(
@@ -144,8 +143,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
         )
         profile.unknown_columns["SystemProfileEvents"] = _unknown(sp, "SystemProfileEvents")
         args = F.records_json(sp)
-        sp = F.times(sp.rename(columns=SYSTEM_FIELDS), 0)
-        sp["args"] = args
+        sp = F.event_times(sp.rename(columns=SYSTEM_FIELDS), None, profile, "SystemProfileEvents rows", args, 0)
         profile.system = F.ensure(sp, {"source": "neuron_rt", "pid": 0, "tid": 0, "nc_idx": np.nan})
     if "ExecutionInfo" in files:
         ex = _read(files["ExecutionInfo"], "ExecutionInfo")
@@ -176,8 +174,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
 def _instructions(ins: pd.DataFrame, files: dict[str, list[Path]], origin: int, profile: DeviceProfile) -> pd.DataFrame:
     profile.unknown_columns["Instruction"] = _unknown(ins, "Instruction")
     args = F.records_json(ins)
-    df = F.times(ins.rename(columns=INSTRUCTION_FIELDS), origin)
-    df["args"] = args
+    df = F.event_times(ins.rename(columns=INSTRUCTION_FIELDS), None, profile, "Instruction rows", args, origin)
     loc_cols = [c for c in ("nki_source_location", "bir_debug_info_source_location") if c in df]
     if loc_cols:
         df["source_location"] = df[loc_cols].bfill(axis=1).iloc[:, 0]
@@ -201,8 +198,7 @@ def _dmas(files: dict[str, list[Path]], origin: int, profile: DeviceProfile) -> 
         dma = _read(files[table], table, [("start_ts",), ("end_ts", "duration_ns")], profile.schema_version)
         profile.unknown_columns[table] = _unknown(dma, table)
         args = F.records_json(dma)
-        df = F.times(dma.rename(columns=DMA_FIELDS), origin)
-        df["args"] = args
+        df = F.event_times(dma.rename(columns=DMA_FIELDS), None, profile, f"{table} rows", args, origin)
         df["aggregated"] = aggregated
         parts.append(df)
     if not parts:
