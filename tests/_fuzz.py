@@ -253,7 +253,10 @@ def _is_num(v: Any) -> bool:
 
 
 def _ns(us: int | Decimal) -> int:
-    return int((Decimal(us) * 1000).to_integral_value())
+    try:
+        return int((Decimal(us) * 1000).to_integral_value())
+    except ArithmeticError:  # (17121e999867402349098: past any time; decimal.Overflow)
+        return 2 * MAX_TIME_NS
 
 
 def reference_kineto(data: bytes) -> dict[str, Any]:

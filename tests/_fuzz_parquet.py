@@ -8,10 +8,12 @@ or in a trace whose metadata lists a repair; any accepted trace must keep the in
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import random
 import tempfile
+import zlib
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -322,6 +324,11 @@ def reference_neuron(data: bytes) -> dict[str, Any] | None:
     and packet events), the sorted start and duration of every valid record and the number
     dropped; None when the file has no event tables (a summary-json export). Raises
     ``_fuzz._Reject`` where the file must be rejected."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _fuzz._Reject("gzip") from exc
     doc = _fuzz._parse_json(data)
     if not isinstance(doc, dict):
         raise _fuzz._Reject("not an object")

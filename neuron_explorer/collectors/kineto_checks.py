@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -32,6 +32,7 @@ import pyarrow.csv as pcsv
 
 from neuron_explorer.trace.arrow import to_numpy
 from neuron_explorer.trace.repairs import IGNORED, Repairs
+from neuron_explorer.trace.validate import device_properties
 
 #: The largest |time| in ns a trace holds (the year 2096 since the epoch). start + dur of two
 #: such values still fits int64, so no later sum overflows.
@@ -114,7 +115,7 @@ def _slow_times(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray]:
             continue
         try:
             ns = int((Decimal(b.decode()) * 1000).to_integral_value())
-        except (InvalidOperation, ValueError, OverflowError):
+        except (ArithmeticError, ValueError):  # (decimal.Overflow on 17121e999867402349098)
             ok[i] = False
             continue
         if abs(ns) > MAX_TIME_NS:
@@ -204,9 +205,8 @@ def trace_metadata(top: dict[str, Any], repairs: Repairs) -> dict[str, Any]:
     elif not isinstance(props, list):
         repairs.add("deviceProperties not a list", IGNORED)
         props = []
-    elif not all(isinstance(p, dict) for p in props):
-        repairs.add("deviceProperties entry not an object", IGNORED, sum(not isinstance(p, dict) for p in props))
-        props = [p for p in props if isinstance(p, dict)]
+    else:
+        props = device_properties(props, repairs)
     dist = top.get("distributedInfo")
     if dist is not None and not isinstance(dist, dict):
         repairs.add("distributedInfo not an object", IGNORED)

@@ -51,6 +51,45 @@ _METADATA_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+#: Fields of a ``device_properties`` entry that the analyzers read: (types, low, high).
+_DEVICE_FIELDS: dict[str, tuple[tuple[type, ...], int, int]] = {
+    "id": ((int,), 0, INT32_MAX),
+    "name": ((str,), 0, 0),
+    "totalGlobalMem": ((int,), 0, 2**62),
+    "total_memory": ((int,), 0, 2**62),
+    "totalMemory": ((int,), 0, 2**62),
+    "computeMajor": ((int,), 0, INT32_MAX),
+    "computeMinor": ((int,), 0, INT32_MAX),
+}
+
+
+def device_properties(props: list[Any], repairs: Repairs, what: str = "deviceProperties") -> list[dict[str, Any]]:
+    """The objects of a device-properties list, each without the fields the analyzers read that
+    have the wrong type or range (an ``id`` that is not an int32 >= 0, a ``name`` that is not
+    text, a memory size that is not a byte count, ...); other fields are kept as they are.
+    One rule for the Kineto ``deviceProperties`` and the Parquet ``device_properties``."""
+    out = []
+    bad = sum(not isinstance(p, dict) for p in props)
+    repairs.add(f"{what} entry not an object", IGNORED, bad)
+    for p in props:
+        if not isinstance(p, dict):
+            continue
+        kept = dict(p)
+        for key, (types, low, high) in _DEVICE_FIELDS.items():
+            if key not in kept:
+                continue
+            if kept[key] is None:  # (no value: the same as no field, for every reader)
+                del kept[key]
+                continue
+            v = kept[key]
+            ok = type(v) in types and (types != (int,) or low <= v <= high)
+            if not ok:
+                repairs.add(f"{what}.{key} of the wrong type or range", IGNORED)
+                del kept[key]
+        out.append(kept)
+    return out
+
+
 def check_metadata(metadata: dict[str, Any], path: Path, repairs: Repairs) -> dict[str, Any]:
     """The metadata with every value of the wrong type dropped (and counted)."""
     out = dict(metadata)
@@ -63,9 +102,8 @@ def check_metadata(metadata: dict[str, Any], path: Path, repairs: Repairs) -> di
         repairs.add(f"metadata rank {str(rank)[:20]!r} (not an int32 >= 0; read as 0)", IGNORED)
         out["rank"] = 0
     props = out.get("device_properties")
-    if props is not None and not all(isinstance(p, dict) for p in props):
-        repairs.add("metadata device_properties entry not an object", IGNORED)
-        out["device_properties"] = [p for p in props if isinstance(p, dict)]
+    if props is not None:
+        out["device_properties"] = device_properties(props, repairs, "metadata device_properties")
     return out
 
 

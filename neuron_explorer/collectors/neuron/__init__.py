@@ -19,8 +19,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from neuron_explorer.collectors.neuron.align import Alignment, align
 from neuron_explorer.collectors.neuron.events import empty_rows, profile_rows
+from neuron_explorer.collectors.neuron.frames import MAX_TIME_NS
 from neuron_explorer.collectors.neuron.legacy_json import (
     is_device_json,
     is_system_json,
@@ -34,7 +37,7 @@ from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export, 
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.trace.errors import CollectorError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
-from neuron_explorer.trace.repairs import Repairs
+from neuron_explorer.trace.repairs import DROPPED, Repairs
 
 __all__ = [
     "DeviceProfile",
@@ -149,13 +152,29 @@ def build_device_trace(profiles: list[DeviceProfile], alignments: list[Alignment
     for p in profiles:
         repairs.merge(p.repairs)
         p.repairs.warn(p.source, stacklevel=4)
-    repairs.record(meta)
     if not parts:
         if not all(p.metrics_only for p in profiles):
             raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
         parts = [empty_rows()]  # a summary-json export: metrics only
-    raw = RawEvents.concat(parts)
+    late = Repairs()
+    raw = _within_time_range(RawEvents.concat(parts), late, profiles[0].source)
+    late.warn(profiles[0].source, stacklevel=4)
+    repairs.merge(late)
+    repairs.record(meta)
     return build_trace(raw, meta, source=profiles[0].source)
+
+
+def _within_time_range(raw: RawEvents, repairs: Repairs, path: Path) -> RawEvents:
+    """Drop the rows that alignment to the host clock moved past +-4e18 ns (each device time is
+    within it before: ``frames.event_times``)."""
+    start, dur = np.asarray(raw.start_ns, np.int64), np.asarray(raw.dur_ns, np.int64)
+    keep = (np.abs(start) <= MAX_TIME_NS) & (dur >= 0) & (dur <= MAX_TIME_NS)
+    if keep.all():
+        return raw
+    repairs.add("device events past +-4e18 ns on the host clock", DROPPED, int(np.count_nonzero(~keep)))
+    if not keep.any():
+        raise TraceFormatError("no valid event: every device event is past +-4e18 ns on the host clock", path)
+    return raw.filter(keep)
 
 
 def import_neuron_profile(path: str | Path) -> Trace:

@@ -17,8 +17,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.collectors.neuron.frames import times
+from neuron_explorer.collectors.neuron.frames import event_times
 from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_engine
+from neuron_explorer.trace.repairs import IGNORED
 
 WAIT_OPCODE = re.compile(r"SEMAPHORE|^WAIT|_WAIT$|^SEM_", re.I)
 #: An instruction is a wait when less than this share of it lies inside its engine's active time.
@@ -34,7 +35,7 @@ def active_intervals(df: pd.DataFrame, profile: DeviceProfile, origin: int) -> p
             )
         return pd.DataFrame(columns=["engine", "pcore", "start_ns", "dur_ns"])
     out = df.rename(columns={"start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns"})
-    out = times(out.copy(), origin)
+    out = event_times(out.copy(), None, profile, "active_time records", None, origin, IGNORED)
     engine = out["engine"] if "engine" in out else pd.Series(None, index=out.index)
     cats = engine.astype(object).where(engine.notna(), "").astype(str).astype("category")
     out["engine"] = cats.map({c: canonical_engine(c) for c in cats.cat.categories}).astype(object)

@@ -92,7 +92,9 @@ def _time_values(series: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         ok = np.zeros(len(series), bool)
     raw = pd.to_numeric(series.where(ok, 0) if series.dtype == object else series, errors="coerce")
     raw = raw.to_numpy(np.float64, na_value=np.nan)
-    return values, ok & ~(np.abs(raw) > MAX_TIME_NS), raw < 0
+    # (both: the float for values past int64, the exact integer for 4e18 + 1)
+    inside = ~(np.abs(raw) > MAX_TIME_NS) & (values <= MAX_TIME_NS) & (values >= -MAX_TIME_NS)
+    return values, ok & inside, raw < 0
 
 
 def event_times(
@@ -100,8 +102,9 @@ def event_times(
     first_hw: float | None,
     profile: DeviceProfile,
     what: str,
-    args: np.ndarray,
+    args: np.ndarray | None,
     origin: int | None = None,
+    action: str = "dropped",
 ) -> pd.DataFrame:
     """``start_ns``/``dur_ns`` of an event table (legacy JSON records, export tables), with the
     records' JSON in ``args``; a record whose times break the rules is dropped and counted
@@ -114,10 +117,11 @@ def event_times(
     ``first_hw`` (``metadata.first_hw_timestamp``): a table whose every valid start is at or past
     it is on the absolute hardware clock, and is made device-relative by subtracting it;
     ``origin``, when given, is subtracted instead (decided by the caller for the whole export).
+    ``action``: the repair's action (``ignored`` for rows that are not trace events, such as
+    active-time intervals: they are not counted as dropped events).
     """
-    from neuron_explorer.trace.repairs import DROPPED
-
-    df["args"] = args
+    if args is not None:
+        df["args"] = args
     start, ok, _ = _time_values(df["start_ns"])
     none = np.zeros(len(df), bool)
     if "dur_ns" in df:
@@ -131,10 +135,10 @@ def event_times(
         dur = np.where(use_end, end - start, dur)
         has_dur = has_dur | use_end
         negative = np.where(use_end, dur < 0, negative)
-    bad_time = ~(ok & has_dur)
+    bad_time = ~(ok & has_dur) | (dur > MAX_TIME_NS)  # (an end-start difference can pass it)
     negative = ~bad_time & negative
-    profile.repairs.add(f"{what} with a missing, non-numeric or out-of-range time", DROPPED, int(bad_time.sum()))
-    profile.repairs.add(f"{what} with a negative duration", DROPPED, int(negative.sum()))
+    profile.repairs.add(f"{what} with a missing, non-numeric or out-of-range time", action, int(bad_time.sum()))
+    profile.repairs.add(f"{what} with a negative duration", action, int(negative.sum()))
     keep = ~(bad_time | negative)
     if origin is None:
         origin = 0
@@ -209,7 +213,8 @@ def finish_instructions(df: pd.DataFrame, profile: DeviceProfile, active: pd.Dat
     need = (pd.to_numeric(df["src_line"], errors="coerce").fillna(-1) < 0) & df["source_location"].notna()
     if need.any():
         parsed = df.loc[need, "source_location"].astype(str).str.extract(_LOCATION)
-        ok = parsed["line"].notna()
+        number = pd.to_numeric(parsed["line"], errors="coerce")
+        ok = number.notna() & (number < 2**31)  # (a line number past int32 is not a line)
         idx = parsed.index[ok]
         df.loc[idx, "src_file"] = parsed.loc[ok, "file"].str.strip()
         df.loc[idx, "src_line"] = parsed.loc[ok, "line"].astype(int)

@@ -220,11 +220,11 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     # Confirmed on real exports: first/last_hw_timestamp are already nanoseconds, whatever
     # ticks_per_nanosec says (1000 on inf2), and their difference is summary.total_time.
     first, last = _float(meta.get("first_hw_timestamp")), _float(meta.get("last_hw_timestamp"))
-    if first is not None and last is not None and last > first:
+    if first is not None and last is not None and 0 < last - first <= 4e18:
         profile.span_ns = round(last - first)
     total = _float(summary.get("total_time"))
     tpn = _float(meta.get("ticks_per_nanosec"))
-    if total and total > 0:
+    if total and 0 < total * 1e9 <= 4e18:
         total_ns = total * 1e9
         if profile.span_ns is None:
             profile.span_ns = round(total_ns)

@@ -141,7 +141,7 @@ def normalize_summary(raw: dict[str, Any], profile: DeviceProfile | None = None)
     """
     numeric = {k: v for k, v in raw.items() if _is_number(v)}
     out: dict[str, Any] = {}
-    odd = []
+    odd, unusable = [], []
     for k, v in numeric.items():
         if k.endswith("_percent") and _RAW_PERCENT.search(k):
             out[k] = float(v)
@@ -153,9 +153,15 @@ def normalize_summary(raw: dict[str, Any], profile: DeviceProfile | None = None)
                 odd.append(k)
             out[k[: -len("_percent")] + "_pct"] = f
         elif k in _SECONDS_FIELDS or (k.endswith("_time") and isinstance(v, float)):
-            out[k + "_ns"] = round(float(v) * 1e9)
+            ns = float(v) * 1e9
+            if 0.0 <= ns <= MAX_SUMMARY_NS:
+                out[k + "_ns"] = round(ns)
+            else:  # (a negative time, or one past the year 2096: not a duration of this run)
+                unusable.append(k)
         else:
             out[k] = v.item() if hasattr(v, "item") else v
+    if unusable and profile is not None:
+        profile.warn(f"Summary time field(s) {', '.join(sorted(unusable))} negative or beyond 4e18 ns: left out")
     if odd and profile is not None:
         profile.warn(
             f"Summary field(s) {', '.join(sorted(odd))} hold values outside 0-1, so they are read as 0-100 "
@@ -163,6 +169,9 @@ def normalize_summary(raw: dict[str, Any], profile: DeviceProfile | None = None)
         )
     return out
 
+
+#: Summary durations beyond this (ns, the trace's time range) are not durations of a run.
+MAX_SUMMARY_NS = 4e18
 
 _SECONDS_FIELDS = frozenset(
     {

@@ -160,7 +160,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
                     "neff_name": ex.get("neff_name", pd.Series([None] * len(ex))).to_numpy(),
                 }
             )
-    if first_hw is not None and last_hw is not None and last_hw > first_hw:
+    if first_hw is not None and last_hw is not None and 0 < last_hw - first_hw <= 4 * 10**18:
         profile.span_ns = last_hw - first_hw
     profile.wall_origin_ns = _wall_clock(meta.get("first_ts"))
     profile.device = core_index(meta.get("neuroncore_idx"), profile)
