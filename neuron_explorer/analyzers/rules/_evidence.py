@@ -110,6 +110,11 @@ def per_step(has_steps: bool) -> str:
     return "per step" if has_steps else "in the trace"
 
 
+def of_wall(has_steps: bool) -> str:
+    """``"of step time"``, or ``"of the traced time"`` for a trace without steps."""
+    return "of step time" if has_steps else "of the traced time"
+
+
 def step_unit(unit: str, has_steps: bool) -> str:
     """``"copies"`` -> ``"copies/step"`` on a trace with steps, ``"copies"`` without."""
     return f"{unit}/step" if has_steps else unit

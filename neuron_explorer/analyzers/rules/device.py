@@ -9,7 +9,7 @@ from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAME
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.kernels import uses_tensor_cores
-from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms
+from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms, of_wall
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -65,9 +65,9 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
     return [
         ctx.finding(
             severity="error" if busy_pct < ctx.threshold("error_busy_pct") else "warning",
-            title=f"Device busy only {busy_pct:.0f}% of step time",
+            title=f"Device busy only {busy_pct:.0f}% {of_wall(ctx.frames.has_steps)}",
             message=(
-                f"The device ran work {busy_pct:.1f}% of the step time. The rest: {split or 'n/a'}. "
+                f"The device ran work {busy_pct:.1f}% {of_wall(ctx.frames.has_steps)}. The rest: {split or 'n/a'}. "
                 f"Largest gap: {ms(gap[top[0]]) if len(top) else 'n/a'}."
                 + (
                     f" {ms(untraced)} of it the host ran nothing the profiler recorded (record with "
@@ -138,7 +138,7 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
             message=(
                 f"{len(small)} of {len(ev)} kernels are short (mean {ms(small['dur_ns'].mean())}, launch call "
                 f"{ms(small['launch_dur_ns'].mean())}); the device sat with nothing queued while the host launched "
-                f"for {ms(starved)} ({starved_pct:.0f}% of step time)."
+                f"for {ms(starved)} ({starved_pct:.0f}% {of_wall(ctx.frames.has_steps)})."
             ),
             metrics={
                 "short_kernel_pct": metric(short_pct, "%"),

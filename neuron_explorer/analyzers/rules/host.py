@@ -18,11 +18,13 @@ from neuron_explorer.analyzers.rules._evidence import (
     lines_from,
     ms,
     num_steps,
+    of_wall,
     ranges,
     steady_attribution,
     top_source_lines,
     wall_ns,
 )
+from neuron_explorer.analyzers.rules._evidence import per_step as per_step_txt
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains, tiny_op_stats, tiny_ops_explain
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind
@@ -76,7 +78,8 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
     names = sorted({str(n) for n in loop["name"]})
     return [
         ctx.finding(
-            title=f"{per_step:.0f} host-device syncs per step block the host {pct:.1f}% of step time",
+            title=f"{per_step:.0f} host-device syncs {per_step_txt(ctx.frames.has_steps)} block the host {pct:.1f}% "
+            f"{of_wall(ctx.frames.has_steps)}",
             message=(
                 f"{len(loop)} synchronizing calls inside steps ({', '.join(names)[:120]}) held the host while the "
                 f"device had nothing to run for {ms(blocked)}"
@@ -131,7 +134,7 @@ def dataloader_stall(ctx: RuleContext) -> list[Finding]:
     tr, ids = ranges(span)
     return [
         ctx.finding(
-            title=f"Waiting for data takes {pct:.0f}% of step time",
+            title=f"Waiting for data takes {pct:.0f}% {of_wall(ctx.frames.has_steps)}",
             message=(
                 f"The device had nothing to run for {ms(load_ns)} while the loop waited for {batches} batches "
                 f"({ms(load_ns / batches)} per batch) in the DataLoader."
@@ -213,10 +216,11 @@ def tiny_ops(ctx: RuleContext) -> list[Finding]:
     what = "ran framework ops" if host_only else "dispatched ops while the device had nothing to run"
     return [
         ctx.finding(
-            title=f"{per_step:.0f} framework ops per step averaging {ms(mean_ns)}",
+            title=f"{per_step:.0f} framework ops {per_step_txt(ctx.frames.has_steps)} averaging {ms(mean_ns)}",
             message=(
                 f"{len(top)} top-level ops ({', '.join(f'{n} x{c}' for n, c in common.items())}); the host {what} "
-                f"for {ms(held)} ({pct:.0f}% of step time): at this size dispatch overhead, not compute, sets the step time."
+                f"for {ms(held)} ({pct:.0f}% {of_wall(ctx.frames.has_steps)}): at this size dispatch overhead, not "
+                "compute, sets the time."
             ),
             metrics={
                 "ops_per_step": metric(per_step, "ops/step"),
@@ -261,7 +265,7 @@ def python_overhead(ctx: RuleContext) -> list[Finding]:
     py_self = ctx.frames.host_self_ns.reindex(py.index).to_numpy()
     return [
         ctx.finding(
-            title=f"{pct:.0f}% of step time is Python outside framework ops",
+            title=f"{pct:.0f}% {of_wall(ctx.frames.has_steps)} is Python outside framework ops",
             message=(
                 f"For {ms(python_ns)} the host ran Python frames outside any op, runtime call or data loading while "
                 f"the device had nothing to run."
@@ -295,7 +299,7 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
     heavy = ops[ops["device_ns"] < ops["host_self_ns"]].head(3)["name"].tolist()
     return [
         ctx.finding(
-            title=f"Device starved by host work {pct:.0f}% of step time",
+            title=f"Device starved by host work {pct:.0f}% {of_wall(ctx.frames.has_steps)}",
             message=(
                 f"For {ms(exposed)} the host ran ops or runtime calls while the device had nothing queued or "
                 f"running; host-heavy ops: {', '.join(heavy) or 'n/a'}."
