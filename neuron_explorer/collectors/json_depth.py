@@ -63,6 +63,24 @@ def shallow(blob: bytes, level: int) -> tuple[bytes, list[bytes]]:
     return b"".join(out), stash
 
 
+def array_close(buf: bytes) -> int:
+    """Index of the ``]`` that closes the array whose items ``buf`` starts among (the text
+    begins at depth 1: after ``[`` or between two items), found in one flat scan of brackets
+    and strings; -1 when it never closes (or a ``}`` closes it: not JSON)."""
+    depth = 1
+    for m in _TOKEN.finditer(buf):
+        c = m.group()[:1]
+        if c == b'"':
+            continue
+        if c in b"[{":
+            depth += 1
+            continue
+        depth -= 1
+        if depth == 0:
+            return m.start() if c == b"]" else -1
+    return -1
+
+
 def placeholder_index(raw: bytes) -> int | None:
     """The stash index of a placeholder's raw JSON text, else None."""
     if raw.startswith(_MARK_JSON) and raw.endswith(b'"'):

@@ -350,19 +350,22 @@ def _last_boundary(buf: bytes, before: int) -> int:
 def _array_end(buf: bytes) -> tuple[int, list[_Event], dict[tuple[str, str], int]]:
     """Index of the ``]`` closing the events array in the final tail (-1 if none), the events
     before it and the repairs made decoding them."""
-    pos = len(buf)
-    for _ in range(10000):
-        idx = buf.rfind(b"]", 0, pos)
-        if idx < 0:
-            return -1, [], {}
-        try:
-            events, issues = _decode_events(b"".join((b"[", memoryview(buf)[:idx], b"]")))
-            return idx, events, issues
-        except msgspec.ValidationError:  # the events parse but one has the wrong shape
-            raise
-        except msgspec.DecodeError:  # not the closing bracket: try an earlier one
-            pos = idx
-    return -1, [], {}
+    idx = buf.rfind(b"]")
+    if idx < 0:
+        return -1, [], {}
+    try:  # the usual file: nothing after the events but a few metadata keys without lists
+        events, issues = _decode_events(b"".join((b"[", memoryview(buf)[:idx], b"]")))
+        return idx, events, issues
+    except msgspec.ValidationError:  # the events parse but one has the wrong shape
+        raise
+    except msgspec.DecodeError:  # not the closing bracket (or invalid JSON): find it by structure
+        pass
+    idx = json_depth.array_close(buf)
+    if idx < 0:
+        return -1, [], {}
+    # (a DecodeError now is invalid JSON in the last events, said as such by the caller)
+    events, issues = _decode_events(b"".join((b"[", memoryview(buf)[:idx], b"]")))
+    return idx, events, issues
 
 
 # ------------------------------------------------------------------------------- metadata

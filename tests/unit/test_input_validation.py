@@ -43,7 +43,7 @@ KINETO_CASES: dict[str, tuple[int, str, int] | str] = {
     "instant_with_duration_ph_quote.json": (8, "", 0),
     "args_invalid_utf8.json": (8, "args not valid UTF-8", 1),
     "bad_deflate_block.json.gz": "cannot decompress",
-    "fuzzer_invalid_json_inside_deep_args.json.gz": "traceEvents list never closes",
+    "fuzzer_invalid_json_inside_deep_args.json.gz": "invalid JSON in a value nested deeper than 200 levels",
     "fuzzer_analyze_deep_probe_a244.json.gz": "events have no 'ph'",
     "fuzzer_analyze_deep_probe_d190.json.gz": "traceEvents list never closes",
     "every_event_invalid.json": "no valid event",
