@@ -241,6 +241,9 @@ def _read_file(path: Path, columns: Sequence[str] | None) -> tuple[pa.Table, dic
     wanted = list(COLUMN_NAMES) if columns is None else [c for c in dict.fromkeys(columns) if c in COLUMN_NAMES]
     with pf:
         metadata = _check_metadata(schema, path)
+        twice = sorted({c for c in schema.names if schema.names.count(c) > 1})
+        if twice:
+            raise TraceFormatError(f"damaged trace: column(s) {', '.join(twice)} appear more than once", path)
         present = set(schema.names)
         try:
             table = pf.read(columns=[c for c in wanted if c in present])

@@ -20,6 +20,7 @@ CLAMPED = "clamped"  # the value was moved to the nearest valid one
 IGNORED = "ignored"  # a metadata key or file-level value was not used
 KEPT_AS_TEXT = "kept as text"  # the value is kept verbatim but not interpreted
 REPLACED = "bytes replaced"  # text that is not UTF-8: the bad bytes became U+FFFD
+FILLED = "filled"  # a null in a column that has no nulls (name, kind): the empty string
 
 
 class TraceRepairWarning(UserWarning):

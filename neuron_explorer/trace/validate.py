@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from neuron_explorer.trace.arrow import from_numpy, null_mask, to_numpy
 from neuron_explorer.trace.errors import TraceFormatError
-from neuron_explorer.trace.repairs import CLAMPED, IGNORED, NULLED, Repairs
+from neuron_explorer.trace.repairs import CLAMPED, FILLED, IGNORED, NULLED, Repairs
 from neuron_explorer.trace.schema import ADDED_IN, COLUMN_BY_NAME
 
 MAX_TIME_NS = 4 * 10**18
@@ -96,6 +96,15 @@ def check_metadata(metadata: dict[str, Any], path: Path, repairs: Repairs) -> di
     for key, types in _METADATA_TYPES.items():
         if key in out and (type(out[key]) not in types or (bool not in types and type(out[key]) is bool)):
             repairs.add(f"metadata {key} of type {type(out[key]).__name__}", IGNORED)
+            del out[key]
+    for key, low, high in (
+        ("base_time_ns", 0, MAX_TIME_NS),
+        ("world_size", 1, INT32_MAX),
+        ("dropped_events", 0, 2**62),
+    ):
+        v = out.get(key)
+        if type(v) is int and not low <= v <= high:
+            repairs.add(f"metadata {key} {str(v)[:24]} (out of range)", IGNORED)
             del out[key]
     rank = out.setdefault("rank", 0)  # a trace written without one is rank 0
     if type(rank) is not int or not 0 <= rank <= INT32_MAX:
@@ -215,6 +224,14 @@ def check_values(table: pa.Table, path: Path, repairs: Repairs) -> pa.Table:
     names = table.column_names
     for name in names:
         _check_text(table[name], name, path)
+    for name in ("name", "kind"):  # (required text: a null is the empty string, counted)
+        if name in names and table[name].null_count:
+            col = table[name]
+            repairs.add(f"{name} null (read as the empty string)", FILLED, col.null_count)
+            filled = pc.fill_null(col.cast(pa.string()), "")
+            table = table.set_column(
+                names.index(name), name, filled.cast(col.type) if col.type != pa.string() else filled
+            )
     if "event_id" in names:
         ids = table["event_id"]
         if ids.null_count or not np.array_equal(to_numpy(ids), np.arange(n)):
