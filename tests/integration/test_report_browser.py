@@ -292,6 +292,25 @@ def test_largest_fixture_report_opens_fast_with_a_downsampled_timeline(
     assert browser.console_errors() == []
 
 
+def test_two_rank_run_shows_the_ranks_section(browser: Chromium, tmp_path: Path) -> None:
+    # Given a report of a two-rank run directory (the real sampled ranks) and of one rank alone
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("sampled_rank-0.json.gz", "sampled_rank-1.json.gz"):
+        shutil.copy(KINETO / "hta" / name, run / name)
+    page = write_report(run, tmp_path / "ranks.html")
+    browser.open(page)
+    # Then the Ranks section is shown with a row per rank and the matched collectives
+    section = "document.getElementById('ranks')"
+    assert browser.evaluate(f"{section}.hidden") is False
+    assert browser.evaluate(f"{section}.querySelectorAll('[data-table=ranks] tbody tr').length") == 2
+    assert browser.evaluate(f"{section}.querySelectorAll('[data-table=collectives] tbody tr').length") == 10
+    assert_page_is_clean(browser)
+    # And a single rank's report keeps it hidden
+    browser.open(write_report(KINETO / "hta" / "sampled_rank-0.json.gz", tmp_path / "one.html"))
+    assert browser.evaluate(f"{section}.hidden") is True
+
+
 def test_dark_system_theme_darkens_page_and_figures(browser: Chromium, tmp_path: Path) -> None:
     # Given a report and a system that prefers dark colors
     page = write_report(KINETO / "hta" / "sampled_rank-0.json.gz", tmp_path / "dark.html")

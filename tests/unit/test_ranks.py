@@ -167,6 +167,43 @@ def test_real_two_ranks_match_raw_json(tmp_path: Path) -> None:
     assert culprit[0].metrics["caused_wait_ns"]["value"] == int(caused.max())
 
 
+def test_report_ranks_section_matches_raw_json(tmp_path: Path) -> None:
+    from neuron_explorer.reports.html.data import build_report_data
+
+    paths = [DATA / "sampled_rank-0.json.gz", DATA / "sampled_rank-1.json.gz"]
+    ref = _reference_arrivals(paths)
+    inst = ref.groupby(["stream", "step", "seq"])
+    last = ref.loc[inst["arrival"].idxmax()]
+    wait = (inst["arrival"].transform("max") - ref["arrival"]).groupby([ref["stream"], ref["step"], ref["seq"]]).sum()
+    caused = pd.Series(wait.to_numpy(), index=last["rank"].to_numpy()).groupby(level=0).sum()
+    steps = {}
+    for d in map(_raw, paths):
+        for e in d["traceEvents"]:
+            if e.get("name", "").startswith("ProfilerStep#"):
+                steps.setdefault(d["distributedInfo"]["rank"], []).append(round(e["dur"] * 1000))
+    run = tmp_path / "run"
+    run.mkdir()
+    for p in paths:
+        shutil.copy(p, run / p.name)
+    trace = ne.load(run)
+    data = build_report_data(trace, analyze(trace))
+    t = data["tables"]["ranks"]
+    rows = {r: i for i, r in enumerate(t["rows"]["rank"])}
+    assert sorted(rows) == [0, 1] and t["total_rows"] == 2
+    for rank, i in rows.items():
+        assert t["rows"]["steps"][i] == len(steps[rank])
+        assert t["rows"]["wall_ns"][i] == pytest.approx(sum(steps[rank]) / len(steps[rank]), abs=1)
+        assert t["rows"]["times_last"][i] == int((last["rank"] == rank).sum())
+        assert t["rows"]["caused_wait_ns"][i] == int(caused.get(rank, 0))
+    c = data["tables"]["collectives"]
+    skews = sorted((inst["arrival"].max() - inst["arrival"].min()).tolist(), reverse=True)
+    assert c["total_rows"] == len(skews) and c["rows"]["skew_ns"] == skews[: c["shown_rows"]]
+    # one rank alone: no ranks section
+    one = ne.load(paths[0])
+    alone = build_report_data(one, analyze(one))["tables"]
+    assert alone["ranks"]["shown_rows"] == 0 and not alone["ranks"]["columns"]
+
+
 def test_message_bytes_and_bus_bandwidth_from_nccl_metadata() -> None:
     path = shared_fixture("kineto/hta/nccl_parser_config/nccl_data.json.gz")
     d = _raw(path)

@@ -63,6 +63,29 @@ LINE_COLUMNS = (
     ("src_precision", "Precision", "text"),
 )
 
+RANK_COLUMNS = (
+    ("rank", "Rank", "int"),
+    ("steps", "Steps", "int"),
+    ("wall_ns", "Step (mean)", "ns"),
+    ("busy_ns", "Compute + copies", "ns"),
+    ("busy_vs_median_pct", "vs median rank", "pct"),
+    ("communication_ns", "Exposed comm.", "ns"),
+    ("times_last", "Last to arrive", "int"),
+    ("instances", "Collectives", "int"),
+    ("caused_wait_ns", "Wait caused", "ns"),
+)
+COLLECTIVE_COLUMNS = (
+    ("collective_name", "Collective", "text"),
+    ("pg", "Group", "text"),
+    ("step", "Step", "int"),
+    ("seq", "#", "int"),
+    ("num_ranks", "Ranks", "int"),
+    ("bytes", "Size", "bytes"),
+    ("skew_ns", "Arrival skew", "ns"),
+    ("last_rank", "Last rank", "int"),
+    ("wait_ns", "Wait (all ranks)", "ns"),
+    ("busbw_gbps", "Bus GB/s", "float"),
+)
 OP_PERF_COLUMNS = (
     ("name", "Op", "text"),
     ("category", "Category", "text"),
@@ -128,6 +151,8 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "lines": lines,
             "memory": memory_table(analysis.memory_summary),
             "op_perf": table(op_perf_rows(analysis.op_perf), OP_PERF_COLUMNS),
+            "ranks": table(rank_rows(analysis), RANK_COLUMNS),
+            "collectives": table(skewed_collectives(analysis), COLLECTIVE_COLUMNS),
         },
         "timeline": timeline,
         "strings": strings.values,
@@ -232,6 +257,40 @@ def op_perf_rows(op_perf: pd.DataFrame | None) -> pd.DataFrame | None:
     line = op_perf["src_line"].fillna(-1).astype("int64")
     location = [f"{f}:{n}" if n >= 0 and isinstance(f, str) else None for f, n in zip(op_perf["src_file"], line)]
     return op_perf.assign(kernel_ns=op_perf["kernel_time_us"] * 1e3, location=location)
+
+
+def rank_rows(analysis: Analysis) -> pd.DataFrame | None:
+    """Per rank of a multi-rank trace (None for one rank): mean step time, device work and
+    exposed communication per step (``Analysis.rank_steps``), and how often it arrived last at
+    a collective matched across ranks and the wait that caused the others
+    (``culprit.wait_by_rank``), the busiest rank first."""
+    from neuron_explorer.analyzers.culprit import wait_by_rank
+
+    rs = analysis.rank_steps
+    if rs is None or not len(rs) or rs["rank"].nunique() < 2:
+        return None
+    per_rank = rs.groupby("rank").agg(
+        steps=("step", "nunique"),
+        wall_ns=("wall_ns", "mean"),
+        busy_ns=("busy_ns", "mean"),
+        communication_ns=("communication_ns", "mean"),
+    )
+    med = float(per_rank["busy_ns"].median())
+    per_rank["busy_vs_median_pct"] = 100.0 * (per_rank["busy_ns"] - med) / med if med else np.nan
+    waits = wait_by_rank(analysis.collective_ranks).set_index("rank")
+    out = per_rank.join(waits, how="left").reset_index()
+    for col in ("times_last", "instances", "caused_wait_ns"):
+        out[col] = out[col].fillna(0).astype("int64") if col in out else 0
+    return out.sort_values(["busy_ns", "rank"], ascending=[False, True], kind="stable")
+
+
+def skewed_collectives(analysis: Analysis) -> pd.DataFrame | None:
+    """Collectives matched across two or more ranks, the largest arrival skew first."""
+    c = analysis.collectives
+    if c is None or not len(c) or "num_ranks" not in c:
+        return None
+    matched = c[c["num_ranks"] >= 2]
+    return matched.sort_values("skew_ns", ascending=False, kind="stable") if len(matched) else None
 
 
 def memory_table(summary: dict[str, Any] | None) -> dict[str, Any]:

@@ -409,6 +409,11 @@
   var F = DATA.figures;
   plot("breakdown", F.breakdown, "No step breakdown: the trace has no host or device spans.");
   renderTimeline();
+  if (DATA.tables.ranks.shown_rows) {  // (a multi-rank trace only)
+    document.getElementById("ranks").hidden = false;
+    renderTable("ranks");
+    renderTable("collectives");
+  }
   plot("kernels", F.kernels, "No device kernels in this trace (a host-only or empty profile).");
   renderTable("kernels");
   plot("ops", F.ops, "No framework ops in this trace.");
