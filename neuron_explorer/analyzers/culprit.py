@@ -59,6 +59,28 @@ def wait_by_rank(arrivals: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().sort_values(["caused_wait_ns", "rank"], ascending=[False, True]).reset_index(drop=True)
 
 
+def rank_summary(rank_steps: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: steps, mean step wall time, compute + copies and exposed communication per
+    step, how far its compute + copies is from the median rank's (%), and from ``waits``
+    (``wait_by_rank``) the collectives it joined, the times it arrived last and the wait that
+    caused; the busiest rank first. Empty for fewer than two ranks."""
+    if not len(rank_steps) or rank_steps["rank"].nunique() < 2:
+        return pd.DataFrame()
+    out = rank_steps.groupby("rank").agg(
+        steps=("step", "nunique"),
+        wall_ns=("wall_ns", "mean"),
+        busy_ns=("busy_ns", "mean"),
+        communication_ns=("communication_ns", "mean"),
+    )
+    med = float(out["busy_ns"].median())
+    out["busy_vs_median_pct"] = 100.0 * (out["busy_ns"] - med) / med if med else np.nan
+    out = out.join(waits.set_index("rank")[["instances", "times_last", "caused_wait_ns"]], how="left")
+    out[["instances", "times_last", "caused_wait_ns"]] = (
+        out[["instances", "times_last", "caused_wait_ns"]].fillna(0).astype("int64")
+    )
+    return out.reset_index().sort_values(["busy_ns", "rank"], ascending=[False, True], kind="stable")
+
+
 def _window_work(frames: TraceFrames, windows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Device work inside each window: per window compute/copy ns, and the clipped kernels
     (window row, device row, ns). Windows of one (rank, pg) never overlap; pgs are clipped apart."""

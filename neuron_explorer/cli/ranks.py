@@ -34,6 +34,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def summarize(path: Path, workers: int | None, dask: str | None, top: int) -> dict[str, Any]:
     """The JSON-able cross-rank summary of a converted run (what ``ranks`` prints)."""
     from neuron_explorer.analyzers.analysis import records
+    from neuron_explorer.analyzers.culprit import rank_summary
     from neuron_explorer.analyzers.rules import all_rules
     from neuron_explorer.analyzers.run_ranks import run_tables
     from neuron_explorer.collectors.run_dir import is_json_run
@@ -47,11 +48,7 @@ def summarize(path: Path, workers: int | None, dask: str | None, top: int) -> di
         t = run_tables(path, ex)
         how = ex.describe()
     rs = t.rank_steps
-    per_rank = rs.groupby("rank").agg(
-        steps=("step", "nunique"), wall_ns=("wall_ns", "mean"), busy_ns=("busy_ns", "mean")
-    )
-    med = float(per_rank["busy_ns"].median()) if len(per_rank) else 0.0
-    per_rank["busy_vs_median_pct"] = 100.0 * (per_rank["busy_ns"] - med) / med if med else 0.0
+    per_rank = rank_summary(rs, t.wait_by_rank)
     matched = t.collectives[t.collectives["num_ranks"] >= 2]
     out: dict[str, Any] = {
         "run": str(path),
@@ -63,7 +60,7 @@ def summarize(path: Path, workers: int | None, dask: str | None, top: int) -> di
         "culprit": None,
         "wait_by_rank": records(t.wait_by_rank, top),
         "most_skewed": records(matched.sort_values("skew_ns", ascending=False, kind="stable"), top),
-        "per_rank": records(per_rank.reset_index().sort_values("busy_ns", ascending=False, kind="stable"), top),
+        "per_rank": records(per_rank, top),
     }
     if t.culprit is None or t.late is None:
         return out

@@ -437,3 +437,33 @@ async def test_a_host_only_trace_says_it_has_no_kernels() -> None:
         await pilot.press("4")
         await settle(pilot)
         assert "no kernels in this trace (host only" in screen_text(app)
+
+
+async def test_overview_of_a_two_rank_run_lists_the_ranks_and_one_rank_hides_them(tmp_path) -> None:
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    from tests.conftest import KINETO
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("sampled_rank-0.json.gz", "sampled_rank-1.json.gz"):
+        shutil.copy(KINETO / "hta" / name, run / name)
+    app = ExplorerApp(TraceSource.open(run))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        panel = app.query_one("#overview-ranks")
+        assert panel.display
+        out = io.StringIO()
+        Console(file=out, width=120).print(panel.content)
+        rows = [ln.split() for ln in out.getvalue().splitlines()[1:] if ln.strip()]
+        assert sorted(r[0] for r in rows) == ["0", "1"]
+        # "last" is times-last / collectives joined: 10 matched collectives, each with one last rank
+        lasts = [r[-3] for r in rows]
+        assert all(x.endswith("/10") for x in lasts) and sum(int(x.split("/")[0]) for x in lasts) == 10
+    one = make_app()
+    async with one.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert not one.query_one("#overview-ranks").display

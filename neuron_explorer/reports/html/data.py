@@ -260,28 +260,14 @@ def op_perf_rows(op_perf: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def rank_rows(analysis: Analysis) -> pd.DataFrame | None:
-    """Per rank of a multi-rank trace (None for one rank): mean step time, device work and
-    exposed communication per step (``Analysis.rank_steps``), and how often it arrived last at
-    a collective matched across ranks and the wait that caused the others
-    (``culprit.wait_by_rank``), the busiest rank first."""
-    from neuron_explorer.analyzers.culprit import wait_by_rank
+    """``culprit.rank_summary`` of a multi-rank trace (None for one rank)."""
+    from neuron_explorer.analyzers.culprit import rank_summary, wait_by_rank
 
     rs = analysis.rank_steps
-    if rs is None or not len(rs) or rs["rank"].nunique() < 2:
+    if rs is None or not len(rs):
         return None
-    per_rank = rs.groupby("rank").agg(
-        steps=("step", "nunique"),
-        wall_ns=("wall_ns", "mean"),
-        busy_ns=("busy_ns", "mean"),
-        communication_ns=("communication_ns", "mean"),
-    )
-    med = float(per_rank["busy_ns"].median())
-    per_rank["busy_vs_median_pct"] = 100.0 * (per_rank["busy_ns"] - med) / med if med else np.nan
-    waits = wait_by_rank(analysis.collective_ranks).set_index("rank")
-    out = per_rank.join(waits, how="left").reset_index()
-    for col in ("times_last", "instances", "caused_wait_ns"):
-        out[col] = out[col].fillna(0).astype("int64") if col in out else 0
-    return out.sort_values(["busy_ns", "rank"], ascending=[False, True], kind="stable")
+    out = rank_summary(rs, wait_by_rank(analysis.collective_ranks))
+    return out if len(out) else None
 
 
 def skewed_collectives(analysis: Analysis) -> pd.DataFrame | None:

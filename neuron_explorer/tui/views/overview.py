@@ -43,6 +43,7 @@ PARTS: tuple[tuple[str, str, str], ...] = tuple(
 )
 BAR_WIDTH = 50
 TOP_FINDINGS = 5
+TOP_RANKS = 8
 
 
 class StepBars(Static):
@@ -65,6 +66,7 @@ class OverviewPane(VerticalScroll):
         # Findings first: on a small terminal they are what must be on screen without scrolling.
         yield Static("analyzing…", id="overview-findings", classes="panel")
         yield Static("analyzing…", id="overview-breakdown", classes="panel")
+        yield Static("", id="overview-ranks", classes="panel")
         yield Static("", id="overview-devices", classes="panel")
 
     def on_mount(self) -> None:
@@ -73,6 +75,9 @@ class OverviewPane(VerticalScroll):
         self.query_one("#overview-devices").border_title = "Devices"
         self.query_one("#overview-breakdown").border_title = "Where step time goes"
         self.query_one("#overview-findings").border_title = "Top findings"
+        ranks = self.query_one("#overview-ranks")
+        ranks.border_title = "Ranks (the busiest first; last = times it arrived last at a collective)"
+        ranks.display = False  # (shown for a run of two or more ranks, once analyzed)
 
     def show_overview(self, ov: Overview) -> None:
         facts = Table.grid(padding=(0, 2))
@@ -124,6 +129,11 @@ class OverviewPane(VerticalScroll):
 
     def show_analysis(self, analysis: Analysis) -> None:
         self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.attribution))
+        ranks = ranks_renderable(analysis)
+        panel = self.query_one("#overview-ranks", Static)
+        panel.display = ranks is not None
+        if ranks is not None:
+            panel.update(ranks)
         verdict = str(analysis.summary.get("verdict") or "")
         findings = analysis.findings[:TOP_FINDINGS]
         table = Table(box=None, header_style="bold", expand=True)
@@ -153,6 +163,34 @@ def _who(r: dict) -> str:
     device = r.get("device")
     where = "host" if device is None or device < 0 else f"{r.get('device_type') or 'device'}:{device}"
     return f"rank {r.get('rank', 0)} · {where}"
+
+
+def ranks_renderable(analysis: Analysis, top: int = TOP_RANKS) -> Table | None:
+    """The per-rank table of a multi-rank trace (``culprit.rank_summary``), None for one rank."""
+    from neuron_explorer.analyzers.culprit import rank_summary, wait_by_rank
+
+    rs = analysis.rank_steps
+    if rs is None or not len(rs):
+        return None
+    summary = rank_summary(rs, wait_by_rank(analysis.collective_ranks))
+    if not len(summary):
+        return None
+    table = Table(box=None, header_style="bold")
+    for name in ("Rank", "Step", "Compute+copy", "vs median", "Exposed comm", "Last", "Wait caused"):
+        table.add_column(name, justify="right")
+    for r in summary.head(top).itertuples(index=False):
+        table.add_row(
+            str(r.rank),
+            fmt_ns(r.wall_ns),
+            fmt_ns(r.busy_ns),
+            f"{r.busy_vs_median_pct:+.0f}%",
+            fmt_ns(r.communication_ns),
+            f"{r.times_last}/{r.instances}",
+            fmt_ns(r.caused_wait_ns),
+        )
+    if len(summary) > top:
+        table.add_row(f"… {len(summary) - top} more", "", "", "", "", "", "")
+    return table
 
 
 def breakdown_renderable(breakdown: pd.DataFrame | None) -> Table | Text:
