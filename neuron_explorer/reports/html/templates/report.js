@@ -413,6 +413,8 @@
     document.getElementById("ranks").hidden = false;
     renderTable("ranks");
     renderTable("collectives");
+  } else {
+    document.getElementById("ranks").remove();
   }
   plot("kernels", F.kernels, "No device kernels in this trace (a host-only or empty profile).");
   renderTable("kernels");
