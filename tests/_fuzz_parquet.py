@@ -69,8 +69,12 @@ def _set_values(table: pa.Table, name: str, values: np.ndarray) -> pa.Table:
     return table.set_column(table.column_names.index(name), name, pa.array(values, table[name].type))
 
 
-def mutate_parquet(table: pa.Table, meta: dict[str, Any], rng: random.Random) -> tuple[pa.Table, Any, str, bool]:
-    """One mutation: (table, metadata, name, lossy)."""
+def mutate_parquet(
+    table: pa.Table, meta: dict[str, Any], rng: random.Random, original: pa.Schema | None = None
+) -> tuple[pa.Table, Any, str, bool]:
+    """One mutation: (table, metadata, name, lossy). ``original``: the schema the trace was
+    written with; a retyped column is lossy when its values do not convert back to that type
+    (values an earlier mutation replaced are the file's values: no reader can know them)."""
     n = table.num_rows
     names = table.column_names
     choice = rng.randrange(9)
@@ -85,7 +89,8 @@ def mutate_parquet(table: pa.Table, meta: dict[str, Any], rng: random.Random) ->
         name = rng.choice(names)
         typ = rng.choice(_TYPES)
         col = _retype(table[name], typ, rng)
-        lossy = not _lossless(table[name], col)
+        want = original.field(name).type if original is not None and name in original.names else table[name].type
+        lossy = not _lossless(want, col)
         return table.set_column(names.index(name), name, col), meta, f"retype {name} as {typ}", lossy
     if choice == 2:
         meta = dict(meta)
@@ -110,7 +115,8 @@ def mutate_parquet(table: pa.Table, meta: dict[str, Any], rng: random.Random) ->
         return _set_values(table, col, values), meta, f"extreme {col}", True
     if choice == 4:
         values = table["dur_ns"].to_numpy().copy()
-        values[rng.randrange(n)] = -rng.randrange(1, 10**9)
+        low = -np.iinfo(values.dtype).min if values.dtype.kind == "i" else 10**9  # (dur_ns retyped before)
+        values[rng.randrange(n)] = -rng.randrange(1, min(10**9, low))
         return _set_values(table, "dur_ns", values), meta, "negative dur_ns", True
     if choice == 5:
         return table.slice(0, 0), meta, "empty table", True
@@ -148,11 +154,11 @@ def _metadata_ok(key: str, value: Any) -> bool:
     return bool(_META_OK[key](value))
 
 
-def _lossless(before: pa.ChunkedArray, after: pa.Array) -> bool:
+def _lossless(want: pa.DataType, after: pa.Array) -> bool:
     """Whether the file's new values convert to the column's type without loss (what a reader
     can know: a value already truncated by the mutation is the file's value)."""
     try:
-        after.cast(before.type)
+        after.cast(want)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return False
     return True
@@ -167,12 +173,13 @@ def encode_parquet(table: pa.Table, meta: Any) -> bytes:
 
 def parquet_input(rng: random.Random, seeds: list[tuple[pa.Table, dict[str, Any]]]) -> tuple[bytes, str]:
     table, meta = rng.choice(seeds)
+    original = table.schema
     names: list[str] = []
     lossy_of: dict[str, bool] = {}  # per column or metadata key: the last mutation of it decides
     for _ in range(rng.choice([1, 1, 2])):
         try:
-            table, meta, name, loss = mutate_parquet(table, meta, rng)
-        except (KeyError, TypeError, ValueError, pa.ArrowException):  # (a column an earlier step changed)
+            table, meta, name, loss = mutate_parquet(table, meta, rng, original)
+        except (KeyError, TypeError, ValueError, OverflowError, pa.ArrowException):  # (an earlier step changed it)
             continue
         names.append(name)
         lossy_of[_target(name)] = loss
