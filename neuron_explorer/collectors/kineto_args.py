@@ -99,9 +99,12 @@ def typed_args(raws: list[msgspec.Raw], groups: np.ndarray) -> dict[str, pa.Arra
     out: dict[str, pa.Array] = {}
     for field, found in pieces.items():
         typ = _common_type({a.type for _, a in found})
-        arrays = dict(found)
+        arrays = {k: _coerce(a, typ) for k, a in found}
+        if any(a.type != typ for a in arrays.values()):  # (a value that does not cast: all text)
+            typ = pa.string()
+            arrays = {k: _coerce(a, typ) for k, a in arrays.items()}
         column = pa.chunked_array(
-            [_coerce(arrays[k], typ) if k in arrays else pa.nulls(size, typ) for k, size in enumerate(sizes)], typ
+            [arrays[k] if k in arrays else pa.nulls(size, typ) for k, size in enumerate(sizes)], typ
         )
         taken = column.take(back)
         out[field] = taken.chunk(0) if taken.num_chunks == 1 else taken.combine_chunks()
@@ -158,10 +161,12 @@ def _common_type(types: set[pa.DataType]) -> pa.DataType:
 
 
 def _coerce(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    """``arr`` as ``typ``: integers become floats even past 2**53 (as ``pa.array`` infers a
+    mixed list: 9223372036854775807 beside -1e19); anything else that does not cast, text."""
     if arr.type == typ:
         return arr
     try:
-        return arr.cast(typ)
+        return arr.cast(typ, safe=not (pa.types.is_integer(arr.type) and pa.types.is_floating(typ)))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return string_array([None if v is None else str(v) for v in arr.to_pylist()])
 
