@@ -48,6 +48,11 @@ _DEVICE_COLUMNS = (
     "memcpy_kind",
     "bytes",
     "collective_name",
+    "group_size",
+    "process_group",
+    "in_msg_nelems",
+    "out_msg_nelems",
+    "msg_dtype",
     "graph_id",
 )
 _HOST_COLUMNS = (

@@ -78,25 +78,61 @@ def bus_factor(collective: pd.Series, n: pd.Series) -> pd.Series:
 
 
 def _collective_args(frames: TraceFrames, dev: pd.DataFrame) -> pd.DataFrame:
-    """Process group, message bytes and group size of the collective rows of ``dev``, from the
-    raw args (when the trace was read with them) and the typed columns."""
+    """Process group, message bytes and group size of the collective rows of ``dev``: from the
+    collective columns (schema 1.2: ``process_group``, ``in_msg_nelems``, ``out_msg_nelems``,
+    ``msg_dtype``, ``group_size``), and for the ranks of files written before them from the raw
+    args (read once more for those ranks' collectives, ``_collective_arg_rows``)."""
     pg = "stream " + dev["stream"].astype(str)
     nbytes = dev["bytes"].astype("float64").where(dev["bytes"] >= 0)
-    group = dev["group_size"].astype("float64").where(dev["group_size"] > 0) if "group_size" in dev else np.nan
-    t = _collective_arg_rows(frames) if len(dev) else None
-    if t is not None and t.num_rows:
-        keys = pd.MultiIndex.from_arrays([t["rank"].to_numpy(zero_copy_only=False), t["event_id"].to_numpy()])
-        parsed = [json.loads(a) if a else {} for a in t["args"].to_pylist()]
-        pos = keys.get_indexer(pd.MultiIndex.from_arrays([dev["rank"].to_numpy(), dev["event_id"].to_numpy()]))
-        args = [parsed[p] if p >= 0 else {} for p in pos]
-        pg_arg = pd.Series([a.get("Process Group Name") for a in args], index=dev.index)
-        pg = pg_arg.map(lambda v: f"pg {v}", na_action="ignore").fillna(pg)
-        nel = pd.Series([max(a.get("In msg nelems") or 0, a.get("Out msg nelems") or 0) for a in args], index=dev.index)
-        size = pd.Series([DTYPE_BYTES.get(str(a.get("dtype", "")).lower(), np.nan) for a in args], index=dev.index)
-        nbytes = (nel * size).where(nel > 0).fillna(nbytes)
-        gs = pd.Series([a.get("Group size") for a in args], index=dev.index, dtype="float64")
-        group = gs.fillna(group) if isinstance(group, pd.Series) else gs
+    group = _column(dev, "group_size", np.nan).astype("float64")
+    group = group.where(group > 0)
+    name = _column(dev, "process_group", None).astype(object)
+    nel = np.maximum(_column(dev, "in_msg_nelems", -1), _column(dev, "out_msg_nelems", -1)).astype("float64")
+    dtype = _column(dev, "msg_dtype", None).astype(object)
+    old = dev["rank"].isin(_ranks_before_columns(frames)).to_numpy()
+    if old.any():
+        t = _collective_arg_rows(frames)
+        if t is not None and t.num_rows:
+            keys = pd.MultiIndex.from_arrays([t["rank"].to_numpy(zero_copy_only=False), t["event_id"].to_numpy()])
+            parsed = [json.loads(a) if a else {} for a in t["args"].to_pylist()]
+            pos = keys.get_indexer(pd.MultiIndex.from_arrays([dev["rank"].to_numpy(), dev["event_id"].to_numpy()]))
+            args = [parsed[p] if p >= 0 and o else {} for p, o in zip(pos, old, strict=True)]
+            name = name.where(~old, pd.Series([a.get("Process Group Name") for a in args], index=dev.index))
+            arg_nel = [max(a.get("In msg nelems") or 0, a.get("Out msg nelems") or 0) for a in args]
+            nel = nel.where(~old, pd.Series(arg_nel, index=dev.index, dtype="float64"))
+            dtype = dtype.where(~old, pd.Series([a.get("dtype") for a in args], index=dev.index))
+            arg_group = pd.Series([a.get("Group size") for a in args], index=dev.index, dtype="float64")
+            group = group.where(~old | arg_group.isna(), arg_group)
+    pg = name.map(lambda v: f"pg {v}", na_action="ignore").fillna(pg)
+    size = dtype.map(lambda d: DTYPE_BYTES.get(str(d).lower(), np.nan), na_action="ignore").astype("float64")
+    nbytes = (nel * size).where(nel > 0).fillna(nbytes)
     return pd.DataFrame({"pg": pg, "bytes": nbytes, "group_size": group}, index=dev.index)
+
+
+def _column(dev: pd.DataFrame, name: str, missing: object) -> pd.Series:
+    """Column ``name`` of ``dev`` with nulls (-1 for integers) as NaN/None; ``missing`` where absent."""
+    if name not in dev:
+        return pd.Series(missing, index=dev.index)
+    col = dev[name]
+    if pd.api.types.is_integer_dtype(col.dtype):
+        return col.astype("float64").where(col >= 0)
+    return col.astype(object).where(col.notna(), None)
+
+
+def _ranks_before_columns(frames: TraceFrames) -> list[int]:
+    """Ranks whose file was written before the collective columns (schema 1.2)."""
+    from neuron_explorer.trace.schema import ADDED_IN, parse_version
+
+    added = ADDED_IN["process_group"]
+    out = []
+    for rank, meta in frames.trace.rank_metadata.items():
+        try:
+            version = parse_version(str(meta.get("schema_version", "1.0.0")))[:2]
+        except ValueError:
+            version = (1, 0)
+        if version < added:
+            out.append(rank)
+    return out
 
 
 def _collective_arg_rows(frames: TraceFrames) -> pa.Table | None:

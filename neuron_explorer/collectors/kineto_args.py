@@ -47,6 +47,11 @@ _ARG_FIELDS: dict[str, str] = {
     "collective_name": "Collective name",
     "in_msg_size": "In msgsize",
     "group_size": "Group size",
+    "process_group": "Process Group Name",
+    "process_group_desc": "Process Group Description",
+    "in_msg_nelems": "In msg nelems",
+    "out_msg_nelems": "Out msg nelems",
+    "msg_dtype": "dtype",
 }
 #: Arguments kept as their JSON text (shapes and dtypes are nested lists).
 _RAW_ARGS = frozenset(("input_dims", "input_type"))

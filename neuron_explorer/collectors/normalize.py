@@ -283,6 +283,19 @@ def _narrow_int32(values: np.ndarray, what: str, issues: dict[tuple[str, str], i
     return np.where(beyond, -1, values)
 
 
+def _element_count(arr: pa.Array | None, n: int, what: str, issues: dict[tuple[str, str], int]) -> pa.Array:
+    """A count argument (a collective's message elements) as int64: null where absent, not an
+    integer within int64, or negative (counted)."""
+    values = _int_column(arr, n)
+    negative = _float_column(arr, n) < 0
+    k = int(np.count_nonzero(negative))
+    if k:
+        key = (f"negative {what}", NULLED)
+        issues[key] = issues.get(key, 0) + k
+        values = np.where(negative, -1, values)
+    return _nullable(values, pa.int64())
+
+
 def _float_column(arr: pa.Array | None, n: int) -> np.ndarray:
     if arr is None or pa.types.is_null(arr.type):
         return np.full(n, np.nan)
@@ -784,6 +797,11 @@ def build_trace(
         "flow_id": raw.flow_id,
         "collective_name": _string_column(pop("collective_name"), n),
         "group_size": _nullable(_narrow_int32(_int_column(pop("group_size"), n), "group size", issues), pa.int32()),
+        "process_group": _string_column(pop("process_group"), n),
+        "process_group_desc": _string_column(pop("process_group_desc"), n),
+        "in_msg_nelems": _element_count(pop("in_msg_nelems"), n, "In msg nelems", issues),
+        "out_msg_nelems": _element_count(pop("out_msg_nelems"), n, "Out msg nelems", issues),
+        "msg_dtype": _string_column(pop("msg_dtype"), n),
     }
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):

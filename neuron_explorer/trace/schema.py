@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2.0"
 #: Columns added by a minor version: a file written before it lacks them by design (null there).
-ADDED_IN: dict[str, tuple[int, int]] = {"hlo_name": (1, 1)}
+ADDED_IN: dict[str, tuple[int, int]] = {
+    "hlo_name": (1, 1),
+    **dict.fromkeys(("process_group", "process_group_desc", "in_msg_nelems", "out_msg_nelems", "msg_dtype"), (1, 2)),
+}
 SCHEMA_MAJOR = int(SCHEMA_VERSION.split(".")[0])
 
 #: Parquet footer key holding the JSON trace metadata.
@@ -237,6 +240,36 @@ COLUMNS: tuple[Column, ...] = (
         _DSTR,
         "",
         "Compiler (HLO) instruction a device event implements, e.g. 'dot.7' (Neuron instructions); null elsewhere. Added in 1.1.0.",
+    ),
+    Column(
+        "process_group",
+        _DSTR,
+        "",
+        "Process group of a collective: the `Process Group Name` argument (c10d's group name, '0' for the default group); null when not recorded. Added in 1.2.0.",
+    ),
+    Column(
+        "process_group_desc",
+        _DSTR,
+        "",
+        "The process group's description: the `Process Group Description` argument (default_pg, or the name given to new_group); null when not recorded. Added in 1.2.0.",
+    ),
+    Column(
+        "in_msg_nelems",
+        _I64,
+        "elements",
+        "Elements of a collective's input message: the `In msg nelems` argument; null when not recorded. Added in 1.2.0.",
+    ),
+    Column(
+        "out_msg_nelems",
+        _I64,
+        "elements",
+        "Elements of a collective's output message: the `Out msg nelems` argument; null when not recorded. Added in 1.2.0.",
+    ),
+    Column(
+        "msg_dtype",
+        _DSTR,
+        "",
+        "Element type of a collective's message as the `dtype` argument names it (Float, BFloat16, Long, ...); null when not recorded. Added in 1.2.0.",
     ),
     Column(
         "args", _STR, "json", "Every argument the profiler recorded, as lossless JSON text exactly as in the source."

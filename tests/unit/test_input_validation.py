@@ -50,6 +50,7 @@ KINETO_CASES: dict[str, tuple[int, str, int] | str] = {
     "fuzzer_bytes_int64_max_beside_float.json": (8, "", 0),  # Bytes 2**63-1 in one category, -1e19 in another
     "device_properties_fields.json": (8, "deviceProperties.", 2),  # name a list, totalGlobalMem -1
     "fuzzer_ts_exponent_decimal_overflow.json": (78, "ts beyond the int64 ns range", 1),  # (and a ts [1])
+    "collective_args_bad.json": (9, "negative In msg nelems", 1),  # (and a group name 7, nelems "12")
 }
 
 PARQUET_CASES: dict[str, tuple[str, str] | str] = {

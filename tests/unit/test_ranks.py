@@ -244,3 +244,70 @@ def test_planted_slow_link_is_named_by_slow_collective(tmp: str) -> None:
     assert f.metrics["lost_ns"]["value"] == pytest.approx(lost, rel=1e-3)
     # a slow link delays every rank alike: nobody is the culprit
     assert not [f for f in a.findings if f.rule_id == "culprit_rank"]
+
+
+_COLLECTIVE_ARGS = {
+    "process_group": "Process Group Name",
+    "process_group_desc": "Process Group Description",
+    "in_msg_nelems": "In msg nelems",
+    "out_msg_nelems": "Out msg nelems",
+    "msg_dtype": "dtype",
+    "group_size": "Group size",
+}
+
+
+def test_collective_metadata_columns_equal_the_raw_args(tmp_path: Path) -> None:
+    """Schema 1.2 keeps record_param_comms' metadata as columns: every event's value is its
+    argument as the JSON holds it, on the kernels and on the CPU ops, through a Parquet file."""
+    path = shared_fixture("kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    ref = {
+        (e["ts"], e["name"]): tuple(e.get("args", {}).get(a) for a in _COLLECTIVE_ARGS.values())
+        for e in _raw(path)["traceEvents"]
+        if e.get("ph") == "X" and "Collective name" in e.get("args", {})
+    }
+    assert len(ref) > 40
+    out = tmp_path / "nccl.parquet"
+    ne.load(path).write(out)
+    t = ne.load(out).events.to_pandas()
+    t = t[t["collective_name"].notna()]
+    base = ne.load(out).metadata["base_time_ns"]
+    got = {}
+    for row in t.itertuples():
+        key = ((row.start_ns - base) / 1000, row.name)
+        got[key] = tuple(None if pd.isna(getattr(row, c)) else getattr(row, c) for c in _COLLECTIVE_ARGS)
+    assert len(got) == len(ref)
+    for key, values in ref.items():
+        (match,) = [v for k, v in got.items() if k[1] == key[1] and abs(k[0] - key[0]) < 1e-3]
+        assert [None if v is None else (str(v) if isinstance(v, str) else int(v)) for v in match] == list(values)
+    # an event without the metadata has nulls there
+    other = ne.load(out).events.to_pandas()
+    assert other.loc[other["collective_name"].isna(), list(_COLLECTIVE_ARGS)].isna().all().all()
+
+
+def test_a_file_written_before_the_collective_columns_reads_them_from_args(tmp_path: Path) -> None:
+    """A schema 1.1 file has no collective columns: its collectives' groups and bytes come from
+    the args, as before, and equal those of the same trace written with the columns."""
+    import pyarrow.parquet as pq
+
+    from neuron_explorer.trace.schema import METADATA_KEY
+
+    new = tmp_path / "new.parquet"
+    ne.load(shared_fixture("kineto/hta/nccl_parser_config/nccl_data.json.gz")).write(new)
+    table = pq.read_table(new)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    meta["schema_version"] = "1.1.0"
+    old_table = table.drop_columns(["process_group", "process_group_desc", "in_msg_nelems", "out_msg_nelems", "msg_dtype"])
+    old_table = old_table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()})
+    old = tmp_path / "old.parquet"
+    pq.write_table(old_table, old)
+    old_trace = ne.load(old)
+    assert not old_trace.metadata.get("repairs")  # columns a file predates are not a repair
+    a_new = analyze(ne.load(new), rules=RULES).collectives
+    a_old = analyze(old_trace, rules=RULES).collectives
+    pd.testing.assert_frame_equal(a_old, a_new)
+    assert a_new["bytes"].notna().all() and (a_new["pg"] == "pg 0").all()
+    # the same file claiming 1.2 without the columns: nothing read from args, groups by stream
+    meta["schema_version"] = "1.2.0"
+    pq.write_table(old_table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), old)
+    c = analyze(ne.load(old), rules=RULES).collectives
+    assert c["pg"].str.startswith("stream ").all()
