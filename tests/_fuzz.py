@@ -41,14 +41,25 @@ SEEDS = (
     ROOT / "tests/data/kineto/hta/triton_example.json.gz",
     ROOT / "tests/data/kineto/hta/event_sync_multi_stream.json.gz",
     ROOT / "tests/data/kineto/hta/cpu_only_rank34.json.gz",
+    # NCCL collectives with record_param_comms metadata (process group, message sizes, dtype)
+    ROOT / "tests/data/kineto/hta/nccl_data.json.gz",
 )
 FUZZ_DATA = ROOT / "tests/data/fuzz"
 
 
 def load_seed(path: Path, max_events: int = 80) -> dict[str, Any]:
+    """The first ``max_events`` events of a seed trace, or for a trace with collectives the
+    events around its first collective kernel (with its launch and record_param_comms op)."""
     raw = path.read_bytes()
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    doc["traceEvents"] = doc["traceEvents"][:max_events]
+    events = doc["traceEvents"]
+    coll = [e.get("ts", 0) for e in events if isinstance(e.get("args"), dict) and "Collective name" in e["args"]]
+    if coll:  # the events nearest in time to the first collective, in file order
+        t = min(coll)
+        near = sorted(range(len(events)), key=lambda i: abs(float(events[i].get("ts", t)) - t))[:max_events]
+        doc["traceEvents"] = [events[i] for i in sorted(near)]
+    else:
+        doc["traceEvents"] = events[:max_events]
     return doc
 
 

@@ -41,7 +41,10 @@ METRICS_TABLES: dict[str, str] = {
     "op_categories": "One row per op category: kernel_time_us, device_time_pct, modelled_pct, tflops_per_s, tb_per_s.",
     "rank_steps": "One row per rank and step: wall_ns, the attribution categories (*_ns) and busy_ns (compute + copy).",
     "collectives": "One row per collective instance matched across ranks (process group, step, order): arrival skew, "
-    "last_rank (the one the others wait for), wait_ns it causes, bytes, xfer_ns, algbw_gbps, busbw_gbps.",
+    "last_rank (the one the others wait for), wait_ns it causes, bytes, xfer_ns, algbw_gbps, busbw_gbps, and the "
+    "NCCL algorithm and protocol the kernel name carries.",
+    "collective_sizes": "One row per collective, NCCL algorithm, protocol and power-of-two message size (size_bytes): "
+    "count, median/min/max bus bandwidth (busbw_*_gbps), xfer_ns: what to hold against the link's peak.",
     "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
     "threshold, time_ranges, event_ids and source_lines as JSON text.",
     "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",

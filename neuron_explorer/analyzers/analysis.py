@@ -37,7 +37,7 @@ from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "2.1.0"
+ANALYSIS_SCHEMA_VERSION = "2.2.0"
 
 
 @dataclass
@@ -74,6 +74,8 @@ class Analysis:
     rank_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Per collective instance matched across ranks: arrival skew, last rank, wait, bus bandwidth.
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Bus bandwidth per (collective, algorithm, protocol, power-of-two message size).
+    collective_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Per collective kernel: its instance, arrival, wait and the window of work before it.
     collective_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: list[tuple[str, str]] = field(default_factory=list)
@@ -117,6 +119,7 @@ class Analysis:
                     "op_categories",
                     "rank_steps",
                     "collectives",
+                    "collective_sizes",
                 )
             },
         }
@@ -202,6 +205,7 @@ def analyze(
     a.rank_steps = ranks.rank_steps(a.attribution)
     a.collective_ranks = timed("collectives", ranks.collective_ranks, frames)
     a.collectives = ranks.collectives(a.collective_ranks)
+    a.collective_sizes = ranks.bandwidth_by_size(a.collectives)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()

@@ -21,12 +21,17 @@ trace holds: a single-rank trace, or a rank whose peers were not profiled), firs
 column; null when neither is recorded), ``xfer_ns`` (the last rank's kernel duration: a transfer
 with no waiting), ``algbw_gbps`` = bytes / xfer_ns and ``busbw_gbps`` = algbw x the algorithm
 factor (NCCL's convention: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n;
-broadcast, reduce, send/recv 1).
+broadcast, reduce, send/recv 1); ``algorithm`` and ``protocol``: what NCCL chose, from the kernel
+name (``RING`` and ``LL`` in ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``; null when it names none).
+
+``bandwidth_by_size``: the instances' bus bandwidth per (collective, algorithm, protocol,
+power-of-two message size), what to hold against the link's peak.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -47,9 +52,9 @@ DTYPE_BYTES: dict[str, int] = {
     "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complexfloat": 8,
 }  # fmt: skip
 
-_ARRIVAL_COLUMNS = ("rank", "pg", "step", "seq", "event_id", "name", "collective_name", "arrival_ns", "dur_ns",
+_ARRIVAL_COLUMNS = ("rank", "pg", "step", "seq", "event_id", "name", "collective_name", "algorithm", "protocol", "arrival_ns", "dur_ns",
                     "wait_ns", "window_start_ns", "bytes", "group_size")  # fmt: skip
-_INSTANCE_COLUMNS = ("pg", "step", "seq", "collective_name", "num_ranks", "first_arrival_ns", "last_arrival_ns",
+_INSTANCE_COLUMNS = ("pg", "step", "seq", "collective_name", "algorithm", "protocol", "num_ranks", "first_arrival_ns", "last_arrival_ns",
                      "skew_ns", "last_rank", "wait_ns", "bytes", "group_size", "xfer_ns", "algbw_gbps", "busbw_gbps")  # fmt: skip
 
 
@@ -176,6 +181,7 @@ def rank_arrivals(frames: TraceFrames) -> pd.DataFrame:
             "event_id": coll["event_id"].to_numpy(),
             "name": coll["name"].astype(str).to_numpy(),
             "collective_name": name.fillna(short).fillna("collective").astype(str).to_numpy(),
+            **algorithm_and_protocol(coll["name"]),
             "arrival_ns": coll["start_ns"].to_numpy(),
             "dur_ns": coll["dur_ns"].to_numpy(),
             "bytes": extra["bytes"].to_numpy(),
@@ -229,9 +235,63 @@ def collectives(arrivals: pd.DataFrame) -> pd.DataFrame:
     )
     out["skew_ns"] = out["last_arrival_ns"] - out["first_arrival_ns"]
     out["last_rank"] = last["rank"].reindex(out.index)
+    out["algorithm"] = last["algorithm"].reindex(out.index)
+    out["protocol"] = last["protocol"].reindex(out.index)
     out["xfer_ns"] = last["dur_ns"].reindex(out.index)
     out["algbw_gbps"] = (out["bytes"] / out["xfer_ns"].where(out["xfer_ns"] > 0)).astype("float64")
     n = out["group_size"].fillna(out["num_ranks"])
     out["busbw_gbps"] = out["algbw_gbps"] * bus_factor(out["collective_name"], n)
     out = out.reset_index().sort_values(["first_arrival_ns", "pg"], kind="stable").reset_index(drop=True)
     return out[list(_INSTANCE_COLUMNS)]
+
+
+#: NCCL's (and RCCL's) kernel names carry the algorithm and protocol NCCL chose:
+#: ``ncclKernel_AllReduce_RING_LL_Sum_float`` (NCCL < 2.19), ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``
+#: and ``ncclDevKernel_AllGather_RING_LL`` (2.19 and later). ``ncclDevKernel_SendRecv`` and the
+#: generic kernels name neither.
+_NCCL_ALGORITHM = re.compile(r"_(TREE|RING|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)(?=_|\(|$)")
+
+
+def algorithm_and_protocol(names: pd.Series) -> dict[str, np.ndarray]:
+    """The NCCL algorithm (RING, TREE, NVLS, ...) and protocol (LL, LL128, SIMPLE) each kernel
+    name carries, None where it names none (parsed once per distinct name)."""
+    cat = pd.Categorical(names.astype(str))
+    found = [_NCCL_ALGORITHM.search(n) for n in cat.categories]
+    algo = np.array([m.group(1) if m else None for m in found] + [None], dtype=object)
+    proto = np.array([m.group(2) if m else None for m in found] + [None], dtype=object)
+    return {"algorithm": algo[cat.codes], "protocol": proto[cat.codes]}
+
+
+_SIZE_COLUMNS = ("collective_name", "algorithm", "protocol", "size_bytes", "count", "bytes_mean",
+                 "busbw_median_gbps", "busbw_min_gbps", "busbw_max_gbps", "xfer_ns")  # fmt: skip
+
+
+def bandwidth_by_size(instances: pd.DataFrame) -> pd.DataFrame:
+    """Bus bandwidth per (collective, algorithm, protocol, message size): one row per power-of-two
+    size bucket ``[size_bytes, 2 x size_bytes)`` of the instances with a known size and bandwidth,
+    smallest first: small messages are latency-bound and never reach the link's peak, so a
+    bandwidth is only comparable with the peak, and across runs, at the same size."""
+    c = instances
+    if len(c):
+        c = c[c["bytes"].notna() & (c["bytes"] > 0) & c["busbw_gbps"].notna()]
+    if not len(c):
+        return pd.DataFrame({col: pd.Series(dtype="int64") for col in _SIZE_COLUMNS})
+    c = c.assign(
+        size_bytes=np.exp2(np.floor(np.log2(c["bytes"].to_numpy(dtype="float64")))).astype(np.int64),
+        algorithm=c["algorithm"].fillna("-"),
+        protocol=c["protocol"].fillna("-"),
+    )
+    out = (
+        c.groupby(["collective_name", "algorithm", "protocol", "size_bytes"], sort=True)
+        .agg(
+            count=("bytes", "size"),
+            bytes_mean=("bytes", "mean"),
+            busbw_median_gbps=("busbw_gbps", "median"),
+            busbw_min_gbps=("busbw_gbps", "min"),
+            busbw_max_gbps=("busbw_gbps", "max"),
+            xfer_ns=("xfer_ns", "sum"),
+        )
+        .reset_index()
+    )
+    out["xfer_ns"] = out["xfer_ns"].astype("int64")
+    return out[list(_SIZE_COLUMNS)]

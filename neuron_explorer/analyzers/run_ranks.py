@@ -38,6 +38,7 @@ class RunTables:
     collective_ranks: pd.DataFrame
     collectives: pd.DataFrame
     wait_by_rank: pd.DataFrame
+    collective_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: ``culprit.late_work`` of the rank causing the most wait; None without matched collectives
     late: dict[str, Any] | None = None
     culprit: int | None = None
@@ -89,6 +90,7 @@ def run_tables(path: str | Path, executor: Executor) -> RunTables:
         wait_by_rank=culprit.wait_by_rank(arrivals),
         files=files,
     )
+    out.collective_sizes = ranks.bandwidth_by_size(out.collectives)
     if not len(out.wait_by_rank):
         return out
     out.culprit = int(out.wait_by_rank["rank"].iloc[0])

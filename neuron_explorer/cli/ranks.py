@@ -61,6 +61,7 @@ def summarize(path: Path, workers: int | None, dask: str | None, top: int) -> di
         "wait_by_rank": records(t.wait_by_rank, top),
         "most_skewed": records(matched.sort_values("skew_ns", ascending=False, kind="stable"), top),
         "per_rank": records(per_rank, top),
+        "bandwidth_by_size": records(t.collective_sizes),
     }
     if t.culprit is None or t.late is None:
         return out
@@ -123,4 +124,19 @@ def run(args: argparse.Namespace) -> int:
     for r in s["per_rank"]:
         print(f"  rank {r['rank']}: wall {_ms(r['wall_ns'])}, busy {_ms(r['busy_ns'])} "
               f"({r['busy_vs_median_pct']:+.0f}% vs median)")  # fmt: skip
+    if s["bandwidth_by_size"]:
+        print("Bus bandwidth by message size (median, min-max over the collectives):")
+        for r in s["bandwidth_by_size"]:
+            how = "/".join(x for x in (r["algorithm"], r["protocol"]) if x != "-") or "algorithm not named"
+            print(f"  {r['collective_name']} {_size(r['size_bytes'])}-{_size(2 * r['size_bytes'])} ({how}): "
+                  f"{r['count']} x, {r['busbw_median_gbps']:.1f} GB/s ({r['busbw_min_gbps']:.1f}-"
+                  f"{r['busbw_max_gbps']:.1f})")  # fmt: skip
     return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:g} {unit}"
+        n /= 1024
+    return f"{n:g} TiB"

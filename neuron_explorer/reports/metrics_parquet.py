@@ -37,6 +37,7 @@ TABLES = (
     "op_categories",
     "rank_steps",
     "collectives",
+    "collective_sizes",
     "findings",
 )
 

@@ -19,6 +19,7 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -305,10 +306,34 @@ def test_two_rank_run_shows_the_ranks_section(browser: Chromium, tmp_path: Path)
     assert browser.evaluate(f"{section}.hidden") is False
     assert browser.evaluate(f"{section}.querySelectorAll('[data-table=ranks] tbody tr').length") == 2
     assert browser.evaluate(f"{section}.querySelectorAll('[data-table=collectives] tbody tr').length") == 10
+    # with the algorithm and protocol of their kernels (ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t)
+    cells = f"[...{section}.querySelectorAll('[data-table=collectives] tbody tr td')].map(td => td.textContent)"
+    assert browser.evaluate(f"{cells}.filter(t => t === 'RING').length") == 10
+    assert browser.evaluate(f"{cells}.filter(t => t === 'SIMPLE').length") == 10
+    # these kernels record no message size: no bandwidth-by-size table, nor its caption
+    assert browser.evaluate(f"{section}.querySelector('[data-table=collective_sizes]') === null") is True
+    assert browser.evaluate("document.getElementById('collective-sizes-caption') === null") is True
     assert_page_is_clean(browser)
     # And a single rank's report has no such section
     browser.open(write_report(KINETO / "hta" / "sampled_rank-0.json.gz", tmp_path / "one.html"))
     assert browser.evaluate(f"{section} === null") is True
+
+
+def test_bandwidth_by_size_table_of_a_run_with_message_sizes(browser: Chromium, tmp_path: Path) -> None:
+    # Given a synthetic 4-rank DDP run whose all-reduce kernels record their message sizes
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import synth_ranks
+
+    synth_ranks.write_run(tmp_path / "run", 4, slow_rank=2, seed=3)
+    browser.open(write_report(tmp_path / "run", tmp_path / "run.html"))
+    # Then the Ranks section ends with one bandwidth row per collective, algorithm, protocol and size
+    rows = "document.querySelectorAll('[data-table=collective_sizes] tbody tr')"
+    assert browser.evaluate(f"{rows}.length") == 1
+    cells = browser.evaluate(f"[...{rows}[0].querySelectorAll('td')].map(td => td.textContent)")
+    assert cells[:3] == ["allreduce", "RING", "LL"]
+    assert cells[4] == "12"  # 3 steps x 4 gradient buckets, each matched on the 4 ranks
+    assert browser.evaluate("document.getElementById('collective-sizes-caption') !== null") is True
+    assert_page_is_clean(browser)
 
 
 def test_dark_system_theme_darkens_page_and_figures(browser: Chromium, tmp_path: Path) -> None:

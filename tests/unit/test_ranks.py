@@ -311,3 +311,64 @@ def test_a_file_written_before_the_collective_columns_reads_them_from_args(tmp_p
     pq.write_table(old_table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()}), old)
     c = analyze(ne.load(old), rules=RULES).collectives
     assert c["pg"].str.startswith("stream ").all()
+
+
+def test_nccl_algorithm_and_protocol_from_kernel_names() -> None:
+    from neuron_explorer.analyzers.ranks import algorithm_and_protocol
+
+    names = pd.Series(
+        [
+            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",  # nccl_data.json.gz
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",  # sampled_rank-0
+            "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",  # tracelens b200 eager trace
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)",  # NCCL >= 2.19
+            "ncclDevKernel_AllReduce_Sum_bf16_TREE_LL128",
+            "ncclDevKernel_ReduceScatter_Sum_bf16_NVLS_TREE_SIMPLE",
+            "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",  # names neither
+            "ncclDevKernel_Generic_4",
+        ]
+    )
+    got = algorithm_and_protocol(names)
+    assert list(got["algorithm"]) == ["RING", "RING", "RING", "RING", "TREE", "NVLS_TREE", None, None]
+    assert list(got["protocol"]) == ["LL", "SIMPLE", "LL", "LL", "LL128", "SIMPLE", None, None]
+
+
+def test_bandwidth_by_size_equals_a_computation_from_the_raw_json(tmp_path: Path) -> None:
+    """Per (collective, algorithm, protocol, power-of-two size): count and median bus bandwidth,
+    recomputed from the file's kernels with Python's own arithmetic."""
+    import re
+    import statistics
+
+    path = shared_fixture("kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    size = {"Float": 4, "Long": 8}
+    groups: dict[tuple, list[float]] = {}
+    for e in _raw(path)["traceEvents"]:
+        a = e.get("args", {})
+        if e.get("cat") != "kernel" or "Collective name" not in a:
+            continue
+        nbytes = max(a["In msg nelems"], a["Out msg nelems"]) * size[a["dtype"]]
+        n = a["Group size"]
+        factor = 2 * (n - 1) / n if a["Collective name"] == "allreduce" else 1.0
+        algo, proto = re.search(r"_(RING|TREE)_(LL|LL128|SIMPLE)_", e["name"]).groups()
+        bucket = 1 << (nbytes.bit_length() - 1)
+        groups.setdefault((a["Collective name"], algo, proto, bucket), []).append(nbytes / (e["dur"] * 1e3) * factor)
+    a = analyze(ne.load(path), rules=RULES)
+    t = a.collective_sizes
+    got = {
+        (r.collective_name, r.algorithm, r.protocol, r.size_bytes): (r.count, r.busbw_median_gbps)
+        for r in t.itertuples()
+    }
+    assert set(got) == set(groups)
+    for key, bws in groups.items():
+        assert got[key][0] == len(bws)
+        assert got[key][1] == pytest.approx(statistics.median(bws), rel=1e-3)
+    assert set(a.collectives["algorithm"]) == {"RING"} and set(a.collectives["protocol"]) == {"LL"}
+
+
+def test_slow_collective_names_the_algorithm_and_gives_nccl_advice_on_gpus() -> None:
+    path = shared_fixture("kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    a = analyze(ne.load(path), rules=["slow_collective"], thresholds={"slow_collective.peak_busbw_gbps": 1000,
+                                                                      "slow_collective.min_bytes": 1})  # fmt: skip
+    (f,) = a.findings
+    assert "NCCL chose RING/LL for" in f.message
+    assert "NCCL_ALGO/NCCL_PROTO" in f.recommendation

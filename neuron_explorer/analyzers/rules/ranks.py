@@ -134,13 +134,29 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
     ideal = slow["bytes"] * slow["busbw_gbps"] / slow["algbw_gbps"] / peak
     lost = float((slow["xfer_ns"] - ideal).clip(lower=0).sum())
     med = float(slow["busbw_gbps"].median())
+    named = slow["algorithm"].notna() if "algorithm" in slow else pd.Series(False, index=slow.index)
+    chose = ""
+    if named.any():
+        mix = (slow.loc[named, "algorithm"] + "/" + slow.loc[named, "protocol"]).value_counts()
+        chose = " NCCL chose " + ", ".join(f"{k} for {v}" for k, v in mix.items()) + "."
+    if ctx.frames.hardware.device_type in ("cuda", "hip"):  # NCCL, or RCCL, which reads the same variables
+        advice = (
+            "Check the transport NCCL chose (NCCL_DEBUG=INFO: NVLink/IB vs sockets), NCCL_ALGO/NCCL_PROTO, "
+            "the topology (ranks of one group spread over nodes), and bucket sizes: small messages never "
+            "reach the link's bandwidth (DistributedDataParallel(bucket_cap_mb=...))."
+        )
+    else:
+        advice = (
+            "Check the topology (ranks of one group spread over nodes) and the message sizes: small messages "
+            "never reach the link's bandwidth; fewer, larger collectives do."
+        )
     return [
         ctx.finding(
             title=f"{len(slow)} collective(s) run at {med:.1f} GB/s bus bandwidth, {100 * med / peak:.0f}% of the "
             f"{peak:.0f} GB/s peak",
             message=(
                 f"{len(slow)} of {len(sized)} collectives of at least {int(ctx.threshold('min_bytes')):,} bytes reach a "
-                f"median {med:.1f} GB/s; at peak they would take {ms(lost)} less."
+                f"median {med:.1f} GB/s; at peak they would take {ms(lost)} less.{chose}"
             ),
             metrics={
                 "slow_collectives": metric(len(slow), "collectives"),
@@ -151,11 +167,7 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
             cost_ns=int(lost),
             category="communication",
             time_ranges=[[int(a), int(a + d)] for a, d in zip(slow["last_arrival_ns"], slow["xfer_ns"])][:50],
-            recommendation=(
-                "Check the transport NCCL chose (NCCL_DEBUG=INFO: NVLink/IB vs sockets), NCCL_ALGO/NCCL_PROTO, "
-                "the topology (ranks of one group spread over nodes), and bucket sizes: small messages never "
-                "reach the link's bandwidth."
-            ),
+            recommendation=advice,
         )
     ]
 

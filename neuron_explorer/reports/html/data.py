@@ -76,6 +76,8 @@ RANK_COLUMNS = (
 )
 COLLECTIVE_COLUMNS = (
     ("collective_name", "Collective", "text"),
+    ("algorithm", "Algorithm", "text"),
+    ("protocol", "Protocol", "text"),
     ("pg", "Group", "text"),
     ("step", "Step", "int"),
     ("seq", "#", "int"),
@@ -85,6 +87,17 @@ COLLECTIVE_COLUMNS = (
     ("last_rank", "Last rank", "int"),
     ("wait_ns", "Wait (all ranks)", "ns"),
     ("busbw_gbps", "Bus GB/s", "float"),
+)
+COLLECTIVE_SIZE_COLUMNS = (
+    ("collective_name", "Collective", "text"),
+    ("algorithm", "Algorithm", "text"),
+    ("protocol", "Protocol", "text"),
+    ("size_bytes", "Size from", "bytes"),
+    ("count", "Collectives", "int"),
+    ("busbw_median_gbps", "Bus GB/s (median)", "float"),
+    ("busbw_min_gbps", "Bus GB/s (min)", "float"),
+    ("busbw_max_gbps", "Bus GB/s (max)", "float"),
+    ("xfer_ns", "Transfer time", "ns"),
 )
 OP_PERF_COLUMNS = (
     ("name", "Op", "text"),
@@ -153,6 +166,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "op_perf": table(op_perf_rows(analysis.op_perf), OP_PERF_COLUMNS),
             "ranks": table(rank_rows(analysis), RANK_COLUMNS),
             "collectives": table(skewed_collectives(analysis), COLLECTIVE_COLUMNS),
+            "collective_sizes": table(analysis.collective_sizes, COLLECTIVE_SIZE_COLUMNS),
         },
         "timeline": timeline,
         "strings": strings.values,
