@@ -184,7 +184,10 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "pg": ("", "Process group: 'pg <process_group>' (the Process Group Name argument), else 'stream <id>'."),
         "seq": ("", "Order of the collective among its rank's collectives of the group in the step (0-based)."),
         "collective_name": ("", "allreduce, all_gather, broadcast, ... (args), else the kernel name's operation."),
-        "algorithm": ("", "The NCCL algorithm the kernel name carries (RING, TREE, NVLS, ...); null when it names none."),
+        "algorithm": (
+            "",
+            "The NCCL algorithm the kernel name carries (RING, TREE, NVLS, ...); null when it names none.",
+        ),
         "protocol": ("", "The NCCL protocol the kernel name carries (LL, LL128, SIMPLE); null when it names none."),
         "num_ranks": ("ranks", "Ranks of the trace on which this instance was matched (1: no peer profiled)."),
         "first_arrival_ns": ("ns", "Earliest start of the instance's collective kernel over the ranks."),
@@ -192,7 +195,10 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "skew_ns": ("ns", "last_arrival_ns - first_arrival_ns."),
         "last_rank": ("", "The rank that arrived last (the lowest on a tie)."),
         "wait_ns": ("ns", "Wait the last rank causes: sum over the other ranks of last arrival - their arrival."),
-        "bytes": ("bytes", "Message size: max(in_msg_nelems, out_msg_nelems) x the size of msg_dtype, else the bytes column; null when not recorded."),
+        "bytes": (
+            "bytes",
+            "Message size: max(in_msg_nelems, out_msg_nelems) x the size of msg_dtype, else the bytes column; null when not recorded.",
+        ),
         "group_size": ("ranks", "Size of the process group (args), null when not recorded."),
         "xfer_ns": ("ns", "Duration of the last rank's kernel: the transfer, with no waiting."),
         "algbw_gbps": ("GB/s", "bytes / xfer_ns (null without bytes)."),

@@ -249,7 +249,9 @@ def collectives(arrivals: pd.DataFrame) -> pd.DataFrame:
 #: ``ncclKernel_AllReduce_RING_LL_Sum_float`` (NCCL < 2.19), ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``
 #: and ``ncclDevKernel_AllGather_RING_LL`` (2.19 and later). ``ncclDevKernel_SendRecv`` and the
 #: generic kernels name neither.
-_NCCL_ALGORITHM = re.compile(r"_(TREE|RING|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)(?=_|\(|$)")
+_NCCL_ALGORITHM = re.compile(
+    r"_(TREE|RING|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT)_(LL128|LL|SIMPLE)(?=_|\(|$)"
+)
 
 
 def algorithm_and_protocol(names: pd.Series) -> dict[str, np.ndarray]:

@@ -296,7 +296,9 @@ def test_a_file_written_before_the_collective_columns_reads_them_from_args(tmp_p
     table = pq.read_table(new)
     meta = json.loads(table.schema.metadata[METADATA_KEY])
     meta["schema_version"] = "1.1.0"
-    old_table = table.drop_columns(["process_group", "process_group_desc", "in_msg_nelems", "out_msg_nelems", "msg_dtype"])
+    old_table = table.drop_columns(
+        ["process_group", "process_group_desc", "in_msg_nelems", "out_msg_nelems", "msg_dtype"]
+    )
     old_table = old_table.replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()})
     old = tmp_path / "old.parquet"
     pq.write_table(old_table, old)

@@ -156,7 +156,8 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
             f"{peak:.0f} GB/s peak",
             message=(
                 f"{len(slow)} of {len(sized)} collectives of at least {int(ctx.threshold('min_bytes')):,} bytes reach a "
-                f"median {med:.1f} GB/s; at peak they would take {ms(lost)} less.{chose}"
+                f"median {med:.1f} GB/s; at peak their kernels would take {ms(lost)} less (transfer time, "
+                f"whether or not compute overlaps it).{chose}"
             ),
             metrics={
                 "slow_collectives": metric(len(slow), "collectives"),
