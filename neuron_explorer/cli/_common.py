@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from neuron_explorer.cli.memory_check import check_fits
 from neuron_explorer.trace import Trace, load
 
 
@@ -64,6 +65,8 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator[Any]:
 
 
 def open_trace(path: str | Path, quiet: bool = False) -> Trace:
-    """Load any supported trace, with a progress bar while a JSON trace is imported."""
+    """Load any supported trace, with a progress bar while a JSON trace is imported; a Parquet
+    trace or run too large for the memory available is refused first (``memory_check``)."""
+    check_fits(path)
     with progress_bar(f"importing {Path(path).name}", enabled=not quiet) as update:
         return load(path, progress=update)

@@ -30,6 +30,7 @@ from neuron_explorer.cli._common import (
     device_spec_of,
     open_trace,
 )
+from neuron_explorer.cli.memory_check import check_fits
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.errors import AnalysisError, TraceFormatError
 
@@ -138,6 +139,7 @@ def load_for_analysis(path: str, quiet: bool = False) -> Trace:
     of a trace's bytes are raw args they never read); JSON is imported in full."""
     p = Path(path)
     if p.is_dir() or p.suffix in (".parquet", ".pq"):
+        check_fits(p)
         try:
             return Trace.read(p, columns=ANALYSIS_COLUMNS)
         except TraceFormatError:

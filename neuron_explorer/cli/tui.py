@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from neuron_explorer.cli._common import add_trace_argument, progress_bar
+from neuron_explorer.cli.memory_check import check_fits
 from neuron_explorer.trace.errors import NeuronExplorerError
 
 
@@ -33,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from neuron_explorer.tui.data import TraceSource
 
     path = Path(args.trace)
+    check_fits(path)
     with progress_bar(f"importing {path.name}") as update:
         source = TraceSource.open(path, progress=update)
     if not sys.stdout.isatty():
