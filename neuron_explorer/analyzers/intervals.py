@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+#: The spread axis must stay within int64: ``groups x span`` below this (Python ints, exact).
+_AXIS = 1 << 63
+
 
 def _spread(groups: np.ndarray, t: np.ndarray, t0: int, span: int) -> np.ndarray:
     return (t - t0) + groups.astype(np.int64) * span
@@ -24,7 +27,7 @@ def union_length(groups: np.ndarray, start: np.ndarray, end: np.ndarray, n_group
     end = np.maximum(end.astype(np.int64, copy=False), start)
     t0 = int(start.min())
     span = int(end.max()) - t0 + 1
-    if n_groups * span < (1 << 62):
+    if n_groups * span < _AXIS:
         s = _spread(groups, start, t0, span)
         e = _spread(groups, end, t0, span)
         order = np.argsort(s, kind="stable")
@@ -37,11 +40,24 @@ def union_length(groups: np.ndarray, start: np.ndarray, end: np.ndarray, n_group
         np.maximum(contrib, 0, out=contrib)
         sums = np.bincount(g, weights=contrib, minlength=n_groups)
         return np.rint(sums).astype(np.int64)
-    # Too many groups for one axis: do it group by group (rare: > 2^62 ns of spread time).
+    # Too many groups for one axis: group by group, each on its own times (rare: more than 2^63
+    # ns of spread time; one group's times span at most 8e18 ns, the trace's +-4e18 range).
     for gi in np.unique(groups):
         m = groups == gi
-        out[gi] = union_length(np.zeros(int(m.sum()), np.int64), start[m], end[m], 1)[0]
+        out[gi] = _union_one(start[m], end[m])
     return out.astype(np.int64)
+
+
+def _union_one(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of the intervals ``[start, end)`` (``end >= start``), unshifted."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    run_max = np.maximum.accumulate(e)
+    prev = np.empty_like(run_max)
+    prev[0] = np.iinfo(np.int64).min
+    prev[1:] = run_max[:-1]
+    contrib = e - np.maximum(s, prev)
+    return int(np.maximum(contrib, 0).sum())
 
 
 def clip_to_windows(
@@ -68,6 +84,15 @@ def clip_to_windows(
     span = int(max(end.max(), win_end.max())) - t0 + 1
     _rank_codes, rank_index = np.unique(np.concatenate([win_rank, rank]), return_inverse=True)
     wr, r = rank_index[: len(win_rank)], rank_index[len(win_rank) :]
+    if len(_rank_codes) * span >= _AXIS:  # times too far apart for one axis: rank by rank
+        parts = []
+        for code in range(len(_rank_codes)):
+            rows_of, wins_of = np.flatnonzero(r == code), np.flatnonzero(wr == code)
+            i, w, a, b = clip_to_windows(
+                rank[rows_of], start[rows_of], end[rows_of], win_rank[wins_of], win_start[wins_of], win_end[wins_of]
+            )
+            parts.append((rows_of[i], wins_of[w], a, b))
+        return tuple(np.concatenate([p[k] for p in parts]) for k in range(4))  # type: ignore[return-value]
     ws = _spread(wr, win_start, t0, span)
     order = np.argsort(ws, kind="stable")
     ws_sorted = ws[order]
@@ -102,14 +127,18 @@ def merge_windows(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple
     t0 = int(s.min())
     span = int(e.max()) - t0 + 1
     codes = np.unique(r, return_inverse=True)[1].astype(np.int64)
-    run_max = np.maximum.accumulate((e - t0) + codes * span) - codes * span + t0
+    if (int(codes[-1]) + 1) * span < _AXIS:
+        run_max = np.maximum.accumulate((e - t0) + codes * span) - codes * span + t0
+    else:  # times too far apart for one axis: rank by rank (each rank's rows are contiguous)
+        bounds = np.flatnonzero(np.diff(codes)) + 1
+        run_max = np.concatenate([np.maximum.accumulate(part) for part in np.split(e, bounds)])
     new = np.ones(len(s), bool)
     new[1:] = (r[1:] != r[:-1]) | (s[1:] > run_max[:-1])
     group = np.cumsum(new) - 1
     n = int(group[-1]) + 1
     out_s = np.full(n, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(out_s, group, s)
-    out_e = np.zeros(n, np.int64)
+    out_e = np.full(n, np.iinfo(np.int64).min, np.int64)  # (times may be negative: relative traces)
     np.maximum.at(out_e, group, e)
     out_r = r[new]
     return out_r, out_s, out_e

@@ -69,3 +69,44 @@ def test_clip_to_windows_keeps_exactly_the_parts_inside_windows(items, raw_windo
 def test_merge_windows_unions_overlaps_per_rank():
     r, s, e = merge_windows(np.array([0, 0, 0, 1]), np.array([0, 5, 20, 3]), np.array([10, 12, 25, 4]))
     assert list(zip(r.tolist(), s.tolist(), e.tolist())) == [(0, 0, 12), (0, 20, 25), (1, 3, 4)]
+
+
+# Times across the trace's whole +-4e18 ns range: groups x span no longer fits one int64 axis, so
+# the functions work group by group (a fuzzed trace once recursed without end here). An affine
+# map with a positive scale keeps unions, windows and pieces, scaled: the results on the small
+# coordinates (checked by brute force above) predict the results on the huge ones.
+K, OFFSET = 6_600_000_000_000_000, -4 * 10**18
+
+
+def _huge(v: np.ndarray) -> np.ndarray:
+    return v * K + OFFSET
+
+
+@settings(max_examples=100, deadline=None)
+@given(intervals)
+def test_union_length_across_the_whole_time_range(items):
+    groups = np.array([g for g, _, _ in items], dtype=np.int64)
+    start = np.array([s for _, s, _ in items], dtype=np.int64)
+    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    small = union_length(groups, start, end, 4)
+    for n_groups in (4, 1):
+        g = groups if n_groups == 4 else np.zeros_like(groups)
+        expect = small if n_groups == 4 else union_length(g, start, end, 1)
+        assert union_length(g, _huge(start), _huge(end), n_groups).tolist() == (expect * K).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(intervals, st.lists(st.tuples(st.integers(0, 1), st.integers(0, 100)), min_size=1, max_size=8))
+def test_clip_and_merge_across_the_whole_time_range(items, raw_windows):
+    wr = np.array([r for r, _ in raw_windows], dtype=np.int64)
+    ws = np.array([c * 10 for _, c in raw_windows], dtype=np.int64)
+    mr, ms, me = merge_windows(wr, ws, ws + 5)
+    hr, hs, he = merge_windows(wr, _huge(ws), _huge(ws + 5))
+    assert hr.tolist() == mr.tolist() and hs.tolist() == _huge(ms).tolist() and he.tolist() == _huge(me).tolist()
+    rank = np.array([g % 2 for g, _, _ in items], dtype=np.int64)
+    start = np.array([s for _, s, _ in items], dtype=np.int64)
+    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    small = clip_to_windows(rank, start, end, mr, ms, me)
+    huge = clip_to_windows(rank, _huge(start), _huge(end), mr, _huge(ms), _huge(me))
+    expect = {(int(i), int(w), int(a) * K + OFFSET, int(b) * K + OFFSET) for i, w, a, b in zip(*small)}
+    assert {tuple(int(x) for x in t) for t in zip(*huge)} == expect

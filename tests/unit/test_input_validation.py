@@ -51,6 +51,7 @@ KINETO_CASES: dict[str, tuple[int, str, int] | str] = {
     "device_properties_fields.json": (8, "deviceProperties.", 2),  # name a list, totalGlobalMem -1
     "fuzzer_ts_exponent_decimal_overflow.json": (78, "ts beyond the int64 ns range", 1),  # (and a ts [1])
     "collective_args_bad.json": (9, "negative In msg nelems", 1),  # (and a group name 7, nelems "12")
+    "fuzzer_span_5e18_union_recursion.json": (80, "ts is not a number", 1),  # analyze recursed
 }
 
 PARQUET_CASES: dict[str, tuple[str, str] | str] = {
