@@ -62,14 +62,26 @@ def _queue_depth(ev: pd.DataFrame) -> np.ndarray:
     codes = codes.astype(np.int64)
     launch = ev["launch_start_ns"].to_numpy()
     end = (ev["start_ns"] + ev["dur_ns"]).to_numpy()
+    if int(codes.max()) == 0:  # one stream: its own times, no shared axis
+        ls, es = np.sort(launch), np.sort(end)
+        launched = np.searchsorted(ls, launch, side="right")
+        return np.maximum(launched - np.searchsorted(es, launch, side="right") - (end > launch), 0)
     t0 = int(min(launch.min(), end.min()))
     span = int(max(launch.max(), end.max())) - t0 + 1
+    if (int(codes.max()) + 1) * span >= 1 << 63:  # streams' times too far apart for one int64 axis
+        out = np.zeros(len(ev), np.int64)
+        for code in np.unique(codes):
+            rows = np.flatnonzero(codes == code)
+            out[rows] = _queue_depth(ev.iloc[rows].assign(rank=0, device=0, stream=0))
+        return out
     lk = (launch - t0) + codes * span
     ek = (end - t0) + codes * span
     ls, es = np.sort(lk), np.sort(ek)
     launched = np.searchsorted(ls, lk, side="right") - np.searchsorted(ls, codes * span, side="left")
     finished = np.searchsorted(es, lk, side="right") - np.searchsorted(es, codes * span, side="left")
-    return np.maximum(launched - finished - 1, 0)  # minus itself
+    # minus itself when it is in flight at its own launch; (a kernel that starts before its launch,
+    # clock skew, could make it negative)
+    return np.maximum(launched - finished - (ek > lk), 0)
 
 
 def launch_table(frames: TraceFrames) -> pd.DataFrame:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows, union_length
@@ -110,3 +110,35 @@ def test_clip_and_merge_across_the_whole_time_range(items, raw_windows):
     huge = clip_to_windows(rank, _huge(start), _huge(end), mr, _huge(ms), _huge(me))
     expect = {(int(i), int(w), int(a) * K + OFFSET, int(b) * K + OFFSET) for i, w, a, b in zip(*small)}
     assert {tuple(int(x) for x in t) for t in zip(*huge)} == expect
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100), st.integers(0, 50), st.integers(0, 50)), min_size=1))
+@example([(0, 0, 0, 0), (0, 0, 0, 5)])  # a zero-length kernel at its launch instant: the other is in flight
+def test_queue_depth_per_stream_counts_in_flight_work_at_any_time_scale(items):
+    """Per event: the events of its stream launched at or before its launch and not finished by
+    then (itself aside), counted by brute force; the same at times spread over the whole range."""
+    import pandas as pd
+
+    from neuron_explorer.analyzers.launches import _queue_depth
+
+    stream = [s for s, _, _, _ in items]
+    launch = [lt for _, lt, _, _ in items]
+    start = [lt + gap for _, lt, gap, _ in items]
+    end = [st_ + d for st_, (_, _, _, d) in zip(start, items)]
+    expect = [
+        sum(1 for j in range(len(items)) if j != i and stream[j] == stream[i] and launch[j] <= launch[i] < end[j])
+        for i in range(len(items))
+    ]
+    for scale, off in ((1, 0), (K // 2, OFFSET)):
+        ev = pd.DataFrame(
+            {
+                "rank": 0,
+                "device": 0,
+                "stream": stream,
+                "launch_start_ns": np.array(launch, np.int64) * scale + off,
+                "start_ns": np.array(start, np.int64) * scale + off,
+                "dur_ns": np.array([e - s for s, e in zip(start, end)], np.int64) * scale,
+            }
+        )
+        assert _queue_depth(ev).tolist() == expect
