@@ -28,36 +28,31 @@ def union_length(groups: np.ndarray, start: np.ndarray, end: np.ndarray, n_group
     t0 = int(start.min())
     span = int(end.max()) - t0 + 1
     if n_groups * span < _AXIS:
-        s = _spread(groups, start, t0, span)
-        e = _spread(groups, end, t0, span)
-        order = np.argsort(s, kind="stable")
-        s, e, g = s[order], e[order], groups[order]
-        run_max = np.maximum.accumulate(e)
-        prev = np.empty_like(run_max)
-        prev[0] = np.iinfo(np.int64).min
-        prev[1:] = run_max[:-1]
-        contrib = e - np.maximum(s, prev)
-        np.maximum(contrib, 0, out=contrib)
-        sums = np.bincount(g, weights=contrib, minlength=n_groups)
+        order, covered = _newly_covered(_spread(groups, start, t0, span), _spread(groups, end, t0, span))
+        sums = np.bincount(groups[order], weights=covered, minlength=n_groups)
         return np.rint(sums).astype(np.int64)
     # Too many groups for one axis: group by group, each on its own times (rare: more than 2^63
-    # ns of spread time; one group's times span at most 8e18 ns, the trace's +-4e18 range).
+    # ns of spread time).
+    exact = np.zeros(n_groups, dtype=np.int64)
     for gi in np.unique(groups):
         m = groups == gi
-        out[gi] = _union_one(start[m], end[m])
-    return out.astype(np.int64)
+        exact[gi] = min(int(_newly_covered(start[m], end[m])[1].sum()), _INT64_MAX)
+    return exact
 
 
-def _union_one(start: np.ndarray, end: np.ndarray) -> int:
-    """Length of the union of the intervals ``[start, end)`` (``end >= start``), unshifted."""
+_INT64_MAX = (1 << 63) - 1
+
+
+def _newly_covered(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order that sorts the intervals by start, and in that order the length of each that the
+    ones before it do not cover (their union is the sum), as uint64: exact for any int64 times."""
     order = np.argsort(start, kind="stable")
     s, e = start[order], end[order]
-    run_max = np.maximum.accumulate(e)
-    prev = np.empty_like(run_max)
+    prev = np.empty_like(e)
     prev[0] = np.iinfo(np.int64).min
-    prev[1:] = run_max[:-1]
-    contrib = e - np.maximum(s, prev)
-    return int(np.maximum(contrib, 0).sum())
+    prev[1:] = np.maximum.accumulate(e)[:-1]
+    lo = np.maximum(s, prev)
+    return order, np.where(e > lo, e.astype(np.uint64) - lo.astype(np.uint64), np.uint64(0))
 
 
 def clip_to_windows(

@@ -142,3 +142,12 @@ def test_queue_depth_per_stream_counts_in_flight_work_at_any_time_scale(items):
             }
         )
         assert _queue_depth(ev).tolist() == expect
+
+
+def test_union_of_one_group_spanning_more_than_int64() -> None:
+    # -4e18 .. 8e18 (a start at the range's low end, another at 4e18 with a 4e18 duration): the
+    # group's span, 1.2e19 ns, is past int64, so it is measured on its own times
+    start = np.array([-4 * 10**18, 4 * 10**18 - 10, 4 * 10**18], dtype=np.int64)
+    end = np.array([-4 * 10**18 + 10, 4 * 10**18 + 5, 8 * 10**18], dtype=np.int64)
+    assert union_length(np.zeros(3, np.int64), start, end, 1).tolist() == [10 + 4 * 10**18 + 10]
+    assert union_length(np.array([0, 1, 1]), start, end, 2).tolist() == [10, 4 * 10**18 + 10]
