@@ -79,7 +79,9 @@ def clip_to_windows(
     span = int(max(end.max(), win_end.max())) - t0 + 1
     _rank_codes, rank_index = np.unique(np.concatenate([win_rank, rank]), return_inverse=True)
     wr, r = rank_index[: len(win_rank)], rank_index[len(win_rank) :]
-    if len(_rank_codes) * span >= _AXIS:  # times too far apart for one axis: rank by rank
+    if len(_rank_codes) == 1:  # one rank: its own times, no shared axis (nothing to overflow)
+        t0, span = 0, 0
+    elif len(_rank_codes) * span >= _AXIS:  # times too far apart for one axis: rank by rank
         parts = []
         for code in range(len(_rank_codes)):
             rows_of, wins_of = np.flatnonzero(r == code), np.flatnonzero(wr == code)

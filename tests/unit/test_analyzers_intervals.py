@@ -151,3 +151,14 @@ def test_union_of_one_group_spanning_more_than_int64() -> None:
     end = np.array([-4 * 10**18 + 10, 4 * 10**18 + 5, 8 * 10**18], dtype=np.int64)
     assert union_length(np.zeros(3, np.int64), start, end, 1).tolist() == [10 + 4 * 10**18 + 10]
     assert union_length(np.array([0, 1, 1]), start, end, 2).tolist() == [10, 4 * 10**18 + 10]
+
+
+def test_clip_of_one_rank_spanning_more_than_int64() -> None:
+    # one rank's interval and window from -4e18 to 8e18: 1.2e19 ns, past int64 (this recursed
+    # without end when one rank still went through the shared axis)
+    lo, hi = -4 * 10**18, 8 * 10**18
+    rank = np.zeros(2, np.int64)
+    rows, wins, a, b = clip_to_windows(
+        rank, np.array([lo, 0]), np.array([hi, 10]), rank[:1], np.array([lo], np.int64), np.array([hi], np.int64)
+    )
+    assert sorted(zip(rows.tolist(), wins.tolist(), a.tolist(), b.tolist())) == [(0, 0, lo, hi), (1, 0, 0, 10)]
