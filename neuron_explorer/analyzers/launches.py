@@ -62,26 +62,33 @@ def _queue_depth(ev: pd.DataFrame) -> np.ndarray:
     codes = codes.astype(np.int64)
     launch = ev["launch_start_ns"].to_numpy()
     end = (ev["start_ns"] + ev["dur_ns"]).to_numpy()
-    if int(codes.max()) == 0:  # one stream: its own times, no shared axis
-        ls, es = np.sort(launch), np.sort(end)
-        launched = np.searchsorted(ls, launch, side="right")
-        return np.maximum(launched - np.searchsorted(es, launch, side="right") - (end > launch), 0)
+    n_streams = int(codes.max()) + 1
+    if n_streams == 1:  # one stream: its own times, no shared axis
+        return _in_flight(launch, end, _NO_FLOOR)
     t0 = int(min(launch.min(), end.min()))
     span = int(max(launch.max(), end.max())) - t0 + 1
-    if (int(codes.max()) + 1) * span >= 1 << 63:  # streams' times too far apart for one int64 axis
+    if n_streams * span >= 1 << 63:  # streams' times too far apart for one int64 axis
         out = np.zeros(len(ev), np.int64)
-        for code in np.unique(codes):
+        for code in range(n_streams):
             rows = np.flatnonzero(codes == code)
-            out[rows] = _queue_depth(ev.iloc[rows].assign(rank=0, device=0, stream=0))
+            out[rows] = _in_flight(launch[rows], end[rows], _NO_FLOOR)
         return out
-    lk = (launch - t0) + codes * span
-    ek = (end - t0) + codes * span
-    ls, es = np.sort(lk), np.sort(ek)
-    launched = np.searchsorted(ls, lk, side="right") - np.searchsorted(ls, codes * span, side="left")
-    finished = np.searchsorted(es, lk, side="right") - np.searchsorted(es, codes * span, side="left")
+    # each stream on its own stretch of one axis, starting at code x span
+    return _in_flight((launch - t0) + codes * span, (end - t0) + codes * span, codes * span)
+
+
+_NO_FLOOR = np.int64(np.iinfo(np.int64).min)
+
+
+def _in_flight(launch: np.ndarray, end: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Per event: those launched at or before its launch and not finished by then, itself aside;
+    ``floor``: the lowest time of its stream's stretch of the axis (``_NO_FLOOR`` for one stream)."""
+    ls, es = np.sort(launch), np.sort(end)
+    launched = np.searchsorted(ls, launch, side="right") - np.searchsorted(ls, floor, side="left")
+    finished = np.searchsorted(es, launch, side="right") - np.searchsorted(es, floor, side="left")
     # minus itself when it is in flight at its own launch; (a kernel that starts before its launch,
     # clock skew, could make it negative)
-    return np.maximum(launched - finished - (ek > lk), 0)
+    return np.maximum(launched - finished - (end > launch), 0)
 
 
 def launch_table(frames: TraceFrames) -> pd.DataFrame:

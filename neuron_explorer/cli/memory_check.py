@@ -63,9 +63,11 @@ def parquet_events(path: Path) -> tuple[int, int] | None:
     else (JSON, a Neuron export, an unreadable file: its own reader says what is wrong)."""
     import pyarrow.parquet as pq
 
+    from neuron_explorer.trace.model import PARQUET_SUFFIXES
+
     if path.is_dir():
-        files = [p for p in path.rglob("*") if p.suffix in (".parquet", ".pq") and p.is_file()]
-    elif path.suffix in (".parquet", ".pq") and path.is_file():
+        files = [p for p in path.rglob("*") if p.suffix in PARQUET_SUFFIXES and p.is_file()]
+    elif path.suffix in PARQUET_SUFFIXES and path.is_file():
         files = [path]
     else:
         return None

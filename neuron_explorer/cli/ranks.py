@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_explorer.trace.errors import TraceFormatError
+from neuron_explorer.trace.units import format_bytes
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -128,15 +129,7 @@ def run(args: argparse.Namespace) -> int:
         print("Bus bandwidth by message size (median, min-max over the collectives):")
         for r in s["bandwidth_by_size"]:
             how = "/".join(x for x in (r["algorithm"], r["protocol"]) if x != "-") or "algorithm not named"
-            print(f"  {r['collective_name']} {_size(r['size_bytes'])}-{_size(2 * r['size_bytes'])} ({how}): "
+            print(f"  {r['collective_name']} {format_bytes(r['size_bytes'])}-{format_bytes(2 * r['size_bytes'])} ({how}): "
                   f"{r['count']} x, {r['busbw_median_gbps']:.1f} GB/s ({r['busbw_min_gbps']:.1f}-"
                   f"{r['busbw_max_gbps']:.1f})")  # fmt: skip
     return 0
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:g} {unit}"
-        n /= 1024
-    return f"{n:g} TiB"

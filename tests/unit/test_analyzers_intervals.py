@@ -11,6 +11,12 @@ from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows, 
 intervals = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1000), st.integers(0, 200)), max_size=60)
 
 
+def _arrays(items: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, start, duration) triples as group, start and end arrays."""
+    g, s, d = (np.array([t[k] for t in items], dtype=np.int64) for k in range(3))
+    return g, s, s + d
+
+
 def brute_union(pairs: list[tuple[int, int]]) -> int:
     covered: set[int] = set()
     for s, e in pairs:
@@ -21,9 +27,7 @@ def brute_union(pairs: list[tuple[int, int]]) -> int:
 @settings(max_examples=200, deadline=None)
 @given(intervals)
 def test_union_length_per_group_matches_counting_covered_instants(items):
-    groups = np.array([g for g, _, _ in items], dtype=np.int64)
-    start = np.array([s for _, s, _ in items], dtype=np.int64)
-    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    groups, start, end = _arrays(items)
     got = union_length(groups, start, end, 4)
     for g in range(4):
         assert got[g] == brute_union([(s, e) for gg, s, e in zip(groups, start, end) if gg == g])
@@ -44,9 +48,8 @@ def test_clip_to_windows_keeps_exactly_the_parts_inside_windows(items, raw_windo
     if not ws:
         return
     ws_a, we_a, wr_a = np.array(ws), np.array(we), np.array(wr)
-    rank = np.array([g % 2 for g, _, _ in items], dtype=np.int64)
-    start = np.array([s for _, s, _ in items], dtype=np.int64)
-    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    groups, start, end = _arrays(items)
+    rank = groups % 2
     rows, wins, ps, pe = clip_to_windows(rank, start, end, wr_a, ws_a, we_a)
     for i in range(len(start)):
         # contract: the piece in the last window starting at or before the start, and the piece in
@@ -85,9 +88,7 @@ def _huge(v: np.ndarray) -> np.ndarray:
 @settings(max_examples=100, deadline=None)
 @given(intervals)
 def test_union_length_across_the_whole_time_range(items):
-    groups = np.array([g for g, _, _ in items], dtype=np.int64)
-    start = np.array([s for _, s, _ in items], dtype=np.int64)
-    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    groups, start, end = _arrays(items)
     small = union_length(groups, start, end, 4)
     for n_groups in (4, 1):
         g = groups if n_groups == 4 else np.zeros_like(groups)
@@ -103,9 +104,8 @@ def test_clip_and_merge_across_the_whole_time_range(items, raw_windows):
     mr, ms, me = merge_windows(wr, ws, ws + 5)
     hr, hs, he = merge_windows(wr, _huge(ws), _huge(ws + 5))
     assert hr.tolist() == mr.tolist() and hs.tolist() == _huge(ms).tolist() and he.tolist() == _huge(me).tolist()
-    rank = np.array([g % 2 for g, _, _ in items], dtype=np.int64)
-    start = np.array([s for _, s, _ in items], dtype=np.int64)
-    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    groups, start, end = _arrays(items)
+    rank = groups % 2
     small = clip_to_windows(rank, start, end, mr, ms, me)
     huge = clip_to_windows(rank, _huge(start), _huge(end), mr, _huge(ms), _huge(me))
     expect = {(int(i), int(w), int(a) * K + OFFSET, int(b) * K + OFFSET) for i, w, a, b in zip(*small)}
@@ -162,3 +162,15 @@ def test_clip_of_one_rank_spanning_more_than_int64() -> None:
         rank, np.array([lo, 0]), np.array([hi, 10]), rank[:1], np.array([lo], np.int64), np.array([hi], np.int64)
     )
     assert sorted(zip(rows.tolist(), wins.tolist(), a.tolist(), b.tolist())) == [(0, 0, lo, hi), (1, 0, 0, 10)]
+
+
+def test_queue_depth_of_one_stream_at_negative_times() -> None:
+    import pandas as pd
+
+    from neuron_explorer.analyzers.launches import _queue_depth
+
+    # relative times: one kernel launched at -10 runs from -9 to 5; the next, launched at 2, finds it in flight
+    ev = pd.DataFrame(
+        {"rank": 0, "device": 0, "stream": [0, 0], "launch_start_ns": [-10, 2], "start_ns": [-9, 3], "dur_ns": [14, 1]}
+    )
+    assert _queue_depth(ev).tolist() == [0, 1]

@@ -413,11 +413,8 @@
     document.getElementById("ranks").hidden = false;
     renderTable("ranks");
     renderTable("collectives");
-    if (DATA.tables.collective_sizes.shown_rows) renderTable("collective_sizes");
-    else ["collective-sizes-caption", null].forEach(function (id) {  // (no message sizes recorded)
-      var node = id ? document.getElementById(id) : document.querySelector('[data-table="collective_sizes"]');
-      if (node) node.remove();
-    });
+    renderTable("collective_sizes");  // (removes itself when no message sizes are recorded)
+    if (!DATA.tables.collective_sizes.shown_rows) document.getElementById("collective-sizes-caption").remove();
   } else {
     document.getElementById("ranks").remove();
   }
