@@ -43,6 +43,7 @@ from neuron_explorer.collectors.kineto_columns import (  # noqa: F401 (_parse_ts
 )
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.parallel_decode import ChunkDecoder
+from neuron_explorer.collectors.spooled import NotSpoolable, Spool, spool_events
 from neuron_explorer.trace.arrow import loose_array as _loose_array  # noqa: F401 (capture_convert)
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
@@ -84,7 +85,53 @@ def import_kineto_json(path: str | Path, progress: ProgressCallback | None = Non
 
 def _import(path: Path, progress: ProgressCallback | None) -> Trace:
     try:
-        top, chunks, repairs = _decode(path, progress)
+        return _import_once(path, progress, spool_events())
+    except NotSpoolable:  # an export of ours, with carried columns: built in memory
+        return _import_once(path, progress, None)
+
+
+class _Chunks:
+    """Where decoded chunks go, in order: kept in memory, or past ``spool_at`` events into a
+    ``Spool`` for the out-of-core build (``collectors.spooled``)."""
+
+    def __init__(self, spool_at: int | None) -> None:
+        self.parts: list[RawEvents] = []
+        self.n = 0
+        self.dropped = 0
+        self.spool: Spool | None = None
+        self._spool_at = spool_at
+
+    def add(self, raw: RawEvents) -> None:
+        self.n += raw.n
+        self.dropped += _dropped(raw)
+        if self.spool is not None:
+            self.spool.add(raw)
+            return
+        self.parts.append(raw)
+        if self._spool_at is not None and self.n > self._spool_at:
+            self.spool = Spool()
+            parts, self.parts = self.parts, []
+            parts.reverse()
+            while parts:
+                self.spool.add(parts.pop())
+
+    def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+
+
+def _import_once(path: Path, progress: ProgressCallback | None, spool_at: int | None) -> Trace:
+    chunks = _Chunks(spool_at)
+    try:
+        return _import_chunks(path, progress, chunks)
+    except BaseException:
+        chunks.close()
+        raise
+
+
+def _import_chunks(path: Path, progress: ProgressCallback | None, chunks: _Chunks) -> Trace:
+    try:
+        top, repairs = _decode(path, progress, chunks)
     except TraceFormatError:
         raise
     except (EOFError, zlib.error, _isal_error, gzip.BadGzipFile, OSError) as exc:
@@ -95,21 +142,35 @@ def _import(path: Path, progress: ProgressCallback | None) -> Trace:
         raise TraceFormatError(f"invalid JSON ({_why(exc)}); is the file truncated?", path) from None
     except _MalformedEventsError as exc:
         raise TraceFormatError(str(exc), path) from None
-    if not chunks or sum(len(c) + _dropped(c) for c in chunks) == 0:
+    if chunks.n + chunks.dropped == 0:
         raise TraceFormatError("the trace holds no events (traceEvents is empty)", path)
-    if sum(len(c) for c in chunks) == 0:
-        raise TraceFormatError(f"no valid event: all {sum(map(_dropped, chunks)):,} were dropped", path)
+    if chunks.n == 0:
+        raise TraceFormatError(f"no valid event: all {chunks.dropped:,} were dropped", path)
     metadata = _metadata(top, path, repairs)
-    # build_trace gets the only reference to the columns (none stays here or in `chunks`), so it
-    # can free each input column as soon as its reordered copy exists.
-    box = [_within_time_range(RawEvents.concat(chunks), metadata["base_time_ns"], repairs, path)]
-    chunks.clear()
-    repairs.record(metadata)
-    trace = build_trace(box.pop(), metadata, source=path)
+    if chunks.spool is not None:
+        trace: Trace = _build_spooled(chunks.spool, metadata, chunks.n, repairs, path)
+    else:
+        # build_trace gets the only reference to the columns (none stays here or in `chunks`),
+        # so it can free each input column as soon as its reordered copy exists.
+        box = [_within_time_range(RawEvents.concat(chunks.parts), metadata["base_time_ns"], repairs, path)]
+        chunks.parts.clear()
+        repairs.record(metadata)
+        trace = build_trace(box.pop(), metadata, source=path)
     found = Repairs()
     found.merge({(e["what"], e["action"]): e["count"] for e in trace.metadata.get("repairs") or []})
-    found.warn(path, stacklevel=4)
+    found.warn(path, stacklevel=6)
     return trace
+
+
+def _build_spooled(spool: Spool, metadata: dict[str, Any], n: int, repairs: Repairs, path: Path) -> Trace:
+    """The out-of-core build, with the same checks as the in-memory one."""
+    out = spool.out_of_range(metadata["base_time_ns"])
+    if out:
+        repairs.add(checks.TS_OUT_OF_RANGE, DROPPED, out)
+        if out == n:
+            raise TraceFormatError(f"no valid event: all {n:,} start past {checks.MAX_TIME_NS:.0e} ns", path)
+    repairs.record(metadata)
+    return spool.build(metadata)
 
 
 def _within_time_range(raw: RawEvents, base: int | None, repairs: Repairs, path: Path) -> RawEvents:
@@ -140,33 +201,36 @@ def _open_bytes(path: Path) -> io.BufferedIOBase:
     return open(path, "rb")
 
 
-_Decoded = tuple[dict[str, Any], list[RawEvents], Repairs]
+_Decoded = tuple[dict[str, Any], Repairs]
 
 
-def _decode(path: Path, progress: ProgressCallback | None) -> _Decoded:
+def _decode(path: Path, progress: ProgressCallback | None, chunks: _Chunks) -> _Decoded:
     size = path.stat().st_size
     with _open_bytes(path) as fh:
         head = fh.read(STREAM_THRESHOLD)
         if len(head) < STREAM_THRESHOLD:
             if progress:
                 progress(size, size)
-            return _decode_whole(head, path)
-        return _decode_stream(head, fh, path, size, progress)
+            return _decode_whole(head, path, chunks)
+        return _decode_stream(head, fh, path, size, progress, chunks)
 
 
-def _decode_whole(data: bytes, path: Path) -> _Decoded:
+def _decode_whole(data: bytes, path: Path, chunks: _Chunks) -> _Decoded:
     try:
-        return _decode_whole_fast(data, path)
+        top, parts = _decode_whole_fast(data, path)
     except RecursionError:  # nested deeper than the decoder goes: the path that cuts it out
-        return _decode_stream(data, io.BytesIO(b""), path, len(data), None)
+        return _decode_stream(data, io.BytesIO(b""), path, len(data), None, chunks)
+    for part in parts:
+        chunks.add(part)
+    return top, Repairs()
 
 
-def _decode_whole_fast(data: bytes, path: Path) -> _Decoded:
+def _decode_whole_fast(data: bytes, path: Path) -> tuple[dict[str, Any], list[RawEvents]]:
     stripped = data.lstrip()
     if not stripped:
         raise TraceFormatError("the file is empty", path)
     if stripped[:1] == b"[":  # the Chrome "JSON array format": events only
-        return {}, [_columns(_events_decoder.decode(data))], Repairs()
+        return {}, [_columns(_events_decoder.decode(data))]
     if stripped[:1] != b"{":
         raise TraceFormatError("not JSON (does not start with '{' or '[')", path)
     top = _top_decoder.decode(data)
@@ -174,14 +238,14 @@ def _decode_whole_fast(data: bytes, path: Path) -> _Decoded:
         raise TraceFormatError("JSON, but not a trace: it has no 'traceEvents' list", path)
     events = _events_decoder.decode(top.pop("traceEvents"))
     meta = {k: msgspec.json.decode(v) for k, v in top.items()}
-    return meta, [_columns(events)], Repairs()
+    return meta, [_columns(events)]
 
 
 _EVENTS_KEY = b'"traceEvents"'
 
 
 def _decode_stream(
-    head: bytes, fh: io.BufferedIOBase, path: Path, size: int, progress: ProgressCallback | None
+    head: bytes, fh: io.BufferedIOBase, path: Path, size: int, progress: ProgressCallback | None, chunks: _Chunks
 ) -> _Decoded:
     """Decode a large trace chunk by chunk; metadata before and after ``traceEvents`` is kept."""
     meta: dict[str, Any] = {}
@@ -206,8 +270,9 @@ def _decode_stream(
     del head
     decoder = ChunkDecoder(_decode_chunk, _check_chunk)
     try:
-        buf = _decode_chunks(buf, fh, size, progress, decoder)
-        chunks: list[RawEvents] = decoder.results()
+        buf = _decode_chunks(buf, fh, size, progress, decoder, chunks)
+        for part in decoder.results():
+            chunks.add(part)
     finally:
         decoder.close()
     # The tail holds the last events, the closing bracket and any metadata after it.
@@ -215,14 +280,14 @@ def _decode_stream(
     if end < 0:
         raise TraceFormatError("the traceEvents list never closes; is the file truncated?", path)
     if tail or deep:
-        chunks.append(_with_issues(_columns(tail), deep))
+        chunks.add(_with_issues(_columns(tail), deep))
     del tail
     rest = buf[end + 1 :].strip()
     if rest.startswith(b","):
         _update_metadata(meta, b"{" + rest[1:], repairs, path)
     elif rest not in (b"}", b""):
         raise TraceFormatError("invalid JSON after traceEvents; is the file truncated?", path)
-    return meta, chunks, repairs
+    return meta, repairs
 
 
 def _update_metadata(meta: dict[str, Any], text: bytes, repairs: Repairs, path: Path) -> None:
@@ -290,7 +355,12 @@ _PLAIN_FIELDS = ("ph", "cat", "name", "pid", "tid", "dur", "id", "bp", "s", "cna
 
 
 def _decode_chunks(
-    buf: bytes, fh: io.BufferedIOBase, size: int, progress: ProgressCallback | None, decoder: ChunkDecoder
+    buf: bytes,
+    fh: io.BufferedIOBase,
+    size: int,
+    progress: ProgressCallback | None,
+    decoder: ChunkDecoder,
+    chunks: _Chunks,
 ) -> bytes:
     """Cut the events text into chunks of ~``CHUNK_BYTES`` at event boundaries and decode each
     (in order, here or in workers); returns the unread tail."""
@@ -309,6 +379,8 @@ def _decode_chunks(
                 continue
             buf = buf[cut:].lstrip().lstrip(b",")
             decoder.throttle()  # (outside the try: a chunk's own DecodeError is no bad cut)
+            for part in decoder.take_ready():
+                chunks.add(part)
             break
         else:
             cut = -1

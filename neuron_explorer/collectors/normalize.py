@@ -633,7 +633,6 @@ def build_trace(
 
     kind, dev_code, dtypes = _classify(ph, cat, name, typed, metadata)
     on_device = np.isin(kind, _ON_DEVICE_CODES)
-    is_device_work = np.isin(kind, _DEVICE_KIND_CODES)
     is_cpu_op = kind == K[Kind.CPU_OP]
     is_runtime = kind == K[Kind.RUNTIME]
     is_mem = kind == K[Kind.MEMORY]
@@ -730,15 +729,6 @@ def build_trace(
     src = attribute_source(raw.src, name, kind, parent, op, fwd, on_device | is_runtime | is_mem, user_code, launch)
     raw.src = {}
 
-    # --- typed columns
-    memcpy_kind = _memcpy_kinds(name, kind == K[Kind.MEMCPY])
-    size_bytes = np.where(is_mem, _int_column(typed.pop("mem_bytes", None), n), -1)
-    sized = (kind == K[Kind.MEMCPY]) | (kind == K[Kind.MEMSET])
-    size_bytes = np.where(sized, _int_column(typed.pop("bytes", None), n), size_bytes)
-    coll_bytes = _int_column(typed.pop("in_msg_size", None), n)
-    size_bytes = np.where((size_bytes == -1) & (coll_bytes >= 0), coll_bytes, size_bytes)
-    size_mask = size_bytes == -1
-
     kind_arr = pa.DictionaryArray.from_arrays(from_numpy(kind, pa.int32()), string_array(list(KINDS)))
     dtype_arr = pa.DictionaryArray.from_arrays(from_numpy(dev_code, pa.int32()), string_array(dtypes))
     if "device_type" in raw.columns:  # a collector that knows better (in-process capture)
@@ -773,35 +763,9 @@ def build_trace(
         "fwd_id": _nullable(fwd, pa.int64()),
         "step": _nullable(step, pa.int32()),
         "cycle": _zero_null(raw.columns.get("cycle"), n),
-        "sequence_nr": _nullable(_int_column(pop("sequence_nr"), n), pa.int64()),
         **src,
-        "flops": _nullable(_int_column(pop("flops"), n), pa.int64()),
-        "bytes": masked_array(size_bytes, pa.int64(), size_mask),
-        "bandwidth_gbps": _nullable(_float_column(pop("bandwidth"), n), pa.float64()),
-        "memcpy_kind": memcpy_kind,
-        "grid": _shape_column(pop("grid"), n, "grid", issues),
-        "block": _shape_column(pop("block"), n, "block", issues),
-        "registers_per_thread": _nullable(
-            _narrow_int32(_int_column(pop("registers"), n), "registers per thread", issues), pa.int32()
-        ),
-        "shared_memory_bytes": _nullable(_int_column(pop("shared_memory"), n), pa.int64()),
-        "blocks_per_sm": _nullable(_float_column(pop("blocks_per_sm"), n), pa.float64()),
-        "warps_per_sm": _nullable(_float_column(pop("warps_per_sm"), n), pa.float64()),
-        "occupancy_pct": _nullable(_float_column(pop("occupancy"), n), pa.float64()),
-        "mem_total_allocated_bytes": _nullable(
-            np.where(is_mem, _int_column(pop("total_allocated"), n), -1), pa.int64()
-        ),
-        "mem_total_reserved_bytes": _nullable(np.where(is_mem, _int_column(pop("total_reserved"), n), -1), pa.int64()),
-        "mem_addr": _nullable(np.where(is_mem, _int_column(pop("addr"), n), -1), pa.int64()),
-        "graph_id": _nullable(np.where(is_device_work, _int_column(pop("graph_id"), n), -1), pa.int64()),
+        **typed_columns(typed, kind, name, n, issues, pop),
         "flow_id": raw.flow_id,
-        "collective_name": _string_column(pop("collective_name"), n),
-        "group_size": _nullable(_narrow_int32(_int_column(pop("group_size"), n), "group size", issues), pa.int32()),
-        "process_group": _string_column(pop("process_group"), n),
-        "process_group_desc": _string_column(pop("process_group_desc"), n),
-        "in_msg_nelems": _element_count(pop("in_msg_nelems"), n, "In msg nelems", issues),
-        "out_msg_nelems": _element_count(pop("out_msg_nelems"), n, "Out msg nelems", issues),
-        "msg_dtype": _string_column(pop("msg_dtype"), n),
     }
     for k, v in raw.columns.items():
         if k in COLUMN_BY_NAME and k not in ("device_type", "cycle"):
@@ -812,9 +776,73 @@ def build_trace(
     raw.flow_id = None
     del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
     trim()
+    table = schema_table(cols, n, skip=deferred)
+    meta = dict(metadata)
+    meta.setdefault("collector_version", __version__)
+    meta["schema_version"] = SCHEMA_VERSION
+    repairs = Repairs()
+    repairs.merge(issues)
+    repairs.record(meta)
+    meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
+    if dropped_steps:
+        meta["dropped_steps"] = [{"rank": rank, **d} for d in dropped_steps]
+    trim()
+    return DeferredTrace(table, deferred, order, meta)
+
+
+def typed_columns(
+    typed: dict[str, Any], kind: np.ndarray, name: _Words, n: int, issues: dict[tuple[str, str], int], pop: Any = None
+) -> dict[str, pa.Array]:
+    """The output columns that are a function of each event's own typed arguments, kind and
+    name alone (sizes, kernel launch figures, memory and collective arguments). Row by row, so
+    the in-memory build and the spooled one (``collectors.spooled``, batch by batch) share it;
+    ``pop(key)`` takes an argument out of ``typed`` (the in-memory build frees each as it goes)."""
+    take = pop or (lambda key: typed.pop(key, None))
+    is_mem = kind == K[Kind.MEMORY]
+    is_device_work = np.isin(kind, _DEVICE_KIND_CODES)
+    size_bytes = np.where(is_mem, _int_column(take("mem_bytes"), n), -1)
+    sized = (kind == K[Kind.MEMCPY]) | (kind == K[Kind.MEMSET])
+    size_bytes = np.where(sized, _int_column(take("bytes"), n), size_bytes)
+    coll_bytes = _int_column(take("in_msg_size"), n)
+    size_bytes = np.where((size_bytes == -1) & (coll_bytes >= 0), coll_bytes, size_bytes)
+    del coll_bytes
+    return {
+        "sequence_nr": _nullable(_int_column(take("sequence_nr"), n), pa.int64()),
+        "flops": _nullable(_int_column(take("flops"), n), pa.int64()),
+        "bytes": masked_array(size_bytes, pa.int64(), size_bytes == -1),
+        "bandwidth_gbps": _nullable(_float_column(take("bandwidth"), n), pa.float64()),
+        "memcpy_kind": _memcpy_kinds(name, kind == K[Kind.MEMCPY]),
+        "grid": _shape_column(take("grid"), n, "grid", issues),
+        "block": _shape_column(take("block"), n, "block", issues),
+        "registers_per_thread": _nullable(
+            _narrow_int32(_int_column(take("registers"), n), "registers per thread", issues), pa.int32()
+        ),
+        "shared_memory_bytes": _nullable(_int_column(take("shared_memory"), n), pa.int64()),
+        "blocks_per_sm": _nullable(_float_column(take("blocks_per_sm"), n), pa.float64()),
+        "warps_per_sm": _nullable(_float_column(take("warps_per_sm"), n), pa.float64()),
+        "occupancy_pct": _nullable(_float_column(take("occupancy"), n), pa.float64()),
+        "mem_total_allocated_bytes": _nullable(
+            np.where(is_mem, _int_column(take("total_allocated"), n), -1), pa.int64()
+        ),
+        "mem_total_reserved_bytes": _nullable(np.where(is_mem, _int_column(take("total_reserved"), n), -1), pa.int64()),
+        "mem_addr": _nullable(np.where(is_mem, _int_column(take("addr"), n), -1), pa.int64()),
+        "graph_id": _nullable(np.where(is_device_work, _int_column(take("graph_id"), n), -1), pa.int64()),
+        "collective_name": _string_column(take("collective_name"), n),
+        "group_size": _nullable(_narrow_int32(_int_column(take("group_size"), n), "group size", issues), pa.int32()),
+        "process_group": _string_column(take("process_group"), n),
+        "process_group_desc": _string_column(take("process_group_desc"), n),
+        "in_msg_nelems": _element_count(take("in_msg_nelems"), n, "In msg nelems", issues),
+        "out_msg_nelems": _element_count(take("out_msg_nelems"), n, "Out msg nelems", issues),
+        "msg_dtype": _string_column(take("msg_dtype"), n),
+    }
+
+
+def schema_table(cols: dict[str, Any], n: int, skip: Any = ()) -> pa.Table:
+    """``cols`` (consumed) as a table of the ``EVENTS_SCHEMA`` columns not in ``skip``, in schema
+    order and types; a column not given is all null."""
     arrays, fields = [], []
     for f in EVENTS_SCHEMA:
-        if f.name in deferred:
+        if f.name in skip:
             continue
         fields.append(f)
         v = cols.pop(f.name, None)
@@ -832,18 +860,7 @@ def build_trace(
                 ).dictionary_encode()
             )
         arrays.append(v)
-    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-    meta = dict(metadata)
-    meta.setdefault("collector_version", __version__)
-    meta["schema_version"] = SCHEMA_VERSION
-    repairs = Repairs()
-    repairs.merge(issues)
-    repairs.record(meta)
-    meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
-    if dropped_steps:
-        meta["dropped_steps"] = [{"rank": rank, **d} for d in dropped_steps]
-    trim()
-    return DeferredTrace(table, deferred, order, meta)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
 #: Text columns left in input order until the trace is written (``collectors.deferred``).

@@ -141,6 +141,7 @@ class ChunkDecoder:
         self._off = self._count < 2  # decode every chunk here
         # in order: finished columns, or (future, blob) still being decoded by a worker
         self._items: list[Any] = []
+        self._taken = 0  # items before this index were handed out by take_ready
         self._in_flight: deque[int] = deque()
 
     def add(self, blob: bytes) -> None:
@@ -162,10 +163,23 @@ class ChunkDecoder:
             self._settle(self._in_flight.popleft())
 
     def results(self) -> list[Any]:
-        """The columns of every chunk, in order."""
+        """The columns of every chunk not yet taken by ``take_ready``, in order."""
         while self._in_flight:
             self._settle(self._in_flight.popleft())
-        return self._items
+        return self._items[self._taken :]
+
+    def take_ready(self) -> list[Any]:
+        """The columns of the chunks decoded so far that no earlier chunk still waits for, in
+        order; each is handed out once (the decoder keeps no reference)."""
+        ready = []
+        while self._taken < len(self._items):
+            item = self._items[self._taken]
+            if isinstance(item, tuple):  # (future, blob): still in a worker
+                break
+            ready.append(item)
+            self._items[self._taken] = None
+            self._taken += 1
+        return ready
 
     def close(self) -> None:
         # After an error chunks may still be in flight: their workers are stopped at once.
