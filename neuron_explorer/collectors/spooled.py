@@ -81,6 +81,7 @@ from neuron_explorer.trace.arrow import (
     string_array,
     to_numpy,
 )
+from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.repairs import Repairs
 from neuron_explorer.trace.schema import EVENTS_SCHEMA, SCHEMA_VERSION, Kind
@@ -113,6 +114,27 @@ def spool_events() -> int:
 
 class NotSpoolable(Exception):
     """A chunk holds what only the in-memory build handles (carried export columns)."""
+
+
+class SpoolError(NeuronExplorerError):
+    """The out-of-core build could not use its temporary directory (full disk, no access)."""
+
+
+@contextlib.contextmanager
+def _spool_errors(directory: Path | str | None) -> Iterator[None]:
+    """DuckDB's and the file system's errors as one line naming the spool directory."""
+    import duckdb
+
+    try:
+        yield
+    except (duckdb.Error, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        where = directory or tempfile.gettempdir()
+        raise SpoolError(
+            f"the out-of-core build of a large trace failed in its temporary directory ({first}); "
+            "point NEURON_EXPLORER_SPOOL_DIR at a writable directory with free space",
+            where,
+        ) from None
 
 
 class _Vocab:
@@ -178,22 +200,12 @@ class Spool:
     def __init__(self, directory: str | Path | None = None) -> None:
         import duckdb  # (a declared dependency; only large imports pay for importing it)
 
-        self.dir = Path(
-            tempfile.mkdtemp(
-                prefix="neuron-explorer-spool-", dir=directory or os.environ.get("NEURON_EXPLORER_SPOOL_DIR") or None
-            )
-        )
+        parent = directory or os.environ.get("NEURON_EXPLORER_SPOOL_DIR") or None
+        with _spool_errors(parent):
+            self.dir = Path(tempfile.mkdtemp(prefix="neuron-explorer-spool-", dir=parent))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.dir), True)
-        self.con = duckdb.connect(
-            str(self.dir / "spool.duckdb"),
-            config={
-                "memory_limit": SPOOL_DUCKDB_MEMORY,
-                "threads": max(1, min(os.cpu_count() or 1, 4)),
-                "temp_directory": str(self.dir / "tmp"),
-                # (only the two tables kept in event order need it: ``_ordered``)
-                "preserve_insertion_order": False,
-            },
-        )
+        with _spool_errors(self.dir):
+            self.con = self._connect(duckdb, self.dir)
         self.ph, self.cat, self.name, self.dtype = _Vocab(), _Vocab(), _Vocab(), _Vocab()
         self.runtime_names: set[int] = set()
         self.n = 0
@@ -204,8 +216,25 @@ class Spool:
         self._inserter: ThreadPoolExecutor | None = None
         self._inserting: Future[None] | None = None
 
+    @staticmethod
+    def _connect(duckdb: Any, directory: Path) -> Any:
+        return duckdb.connect(
+            str(directory / "spool.duckdb"),
+            config={
+                "memory_limit": SPOOL_DUCKDB_MEMORY,
+                "threads": max(1, min(os.cpu_count() or 1, 4)),
+                "temp_directory": str(directory / "tmp"),
+                # (only the two tables kept in event order need it: ``_Builder.sql(ordered=True)``)
+                "preserve_insertion_order": False,
+            },
+        )
+
     # ------------------------------------------------------------------------- spooling
     def add(self, raw: RawEvents) -> None:
+        with _spool_errors(self.dir):
+            self._add(raw)
+
+    def _add(self, raw: RawEvents) -> None:
         if raw.src or raw.columns:
             raise NotSpoolable("a chunk carries columns only the in-memory build restores")
         for key, count in raw.issues.items():
@@ -352,16 +381,18 @@ class Spool:
         drops them (``kineto_json._within_time_range``)."""
         from neuron_explorer.collectors.kineto_checks import MAX_TIME_NS
 
-        self._finish()
-        if not isinstance(base, int) or not base or not self._table_made:
-            return 0
-        rows = self.con.execute(f"SELECT count(*) FROM raw WHERE abs(start_rel + {base}) > {MAX_TIME_NS}").fetchall()
-        return int(rows[0][0])
+        with _spool_errors(self.dir):
+            self._finish()
+            if not isinstance(base, int) or not base or not self._table_made:
+                return 0
+            query = f"SELECT count(*) FROM raw WHERE abs(start_rel + {base}) > {MAX_TIME_NS}"
+            return int(self.con.execute(query).fetchall()[0][0])
 
     def build(self, metadata: dict[str, Any], user_code: UserCode | None = None) -> SpooledTrace:
         """The trace (its events stay in the spool until written)."""
-        self._finish()
-        return _Builder(self, metadata, user_code or UserCode.default()).build()
+        with _spool_errors(self.dir):
+            self._finish()
+            return _Builder(self, metadata, user_code or UserCode.default()).build()
 
     def close(self) -> None:
         if self._inserter is not None:
@@ -420,7 +451,9 @@ class _TreeWalk:
         the positions of the next context); the arrays cover context + batch, the ``m``
         context rows first."""
         ctx = self.ctx
-        if ctx is not None and (len(pid) == 0 or ctx["pid"][0] != pid[0] or ctx["tid"][0] != tid[0]):
+        if ctx is not None and (
+            len(pid) == 0 or len(ctx["eid"]) == 0 or ctx["pid"][0] != pid[0] or ctx["tid"][0] != tid[0]
+        ):
             ctx = None
         m = 0 if ctx is None else len(ctx["eid"])
         if m:
@@ -995,7 +1028,8 @@ class SpooledTrace(Trace):
     @property
     def events(self) -> pa.Table:
         if self._table is None:
-            parts = list(self._assembly.tables(self._spool.con))
+            with _spool_errors(self._spool.dir):
+                parts = list(self._assembly.tables(self._spool.con))
             self._table = pa.concat_tables(parts) if parts else schema_table({}, 0)
         return self._table
 
@@ -1011,10 +1045,11 @@ class SpooledTrace(Trace):
         if self._table is not None:
             yield from super()._row_group_tables(rows)
             return
-        for part in self._assembly.tables(self._spool.con):
-            yield part
-            del part
-            release_freed_memory()
+        with _spool_errors(self._spool.dir):
+            for part in self._assembly.tables(self._spool.con):
+                yield part
+                del part
+                release_freed_memory()
 
     def close(self) -> None:
         """Remove the spool (also done when the trace is garbage-collected)."""

@@ -134,7 +134,8 @@ def _random_threads(rng: np.random.Generator, n: int) -> dict[str, Any]:
     pid = rng.integers(0, 2, n)
     tid = rng.integers(0, 3, n)
     start = np.sort(rng.integers(0, n * 5, n))
-    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(1, n * 3, n))
+    longest = int(rng.choice([3, 20, n * 3]))  # (short spans: batches end outside every span)
+    dur = np.where(rng.random(n) < 0.2, 0, rng.integers(1, longest + 1, n))
     order = np.lexsort((np.arange(n), -dur, start))  # event order
     eid = np.arange(n)
     pid, tid, start, dur = pid[order], tid[order], start[order], dur[order]
@@ -150,7 +151,7 @@ def _random_threads(rng: np.random.Generator, n: int) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(30))
 def test_the_streamed_walk_finds_the_parents_and_marks_of_the_whole_thread(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 600))
@@ -265,3 +266,14 @@ def test_every_kept_bad_input_gives_the_same_outcome_either_way(path: Path, monk
         assert isinstance(spooled_, spooled.SpooledTrace)
         _assert_same(memory, spooled_)
         spooled_.close()
+
+
+def test_a_spool_directory_that_cannot_be_used_is_one_line_naming_it(tmp_path: Path) -> None:
+    src = KINETO / "local" / "cpu_mlp_step4.json"
+    missing = tmp_path / "no" / "such" / "dir"
+    out = tmp_path / "out.parquet"
+    r = run_cli("convert", str(src), "-o", str(out), env={SPOOL_ENV: "0", "NEURON_EXPLORER_SPOOL_DIR": str(missing)})
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert str(missing) in r.stderr and "NEURON_EXPLORER_SPOOL_DIR" in r.stderr
+    assert not out.exists()

@@ -54,6 +54,7 @@ KINETO_CASES: dict[str, tuple[int, str, int] | str] = {
     "fuzzer_span_5e18_union_recursion.json": (80, "ts is not a number", 1),  # analyze recursed
     # the out-of-core build missed the runtime side of ac2g flows (tests/integration/test_spooled_build.py)
     "spooled_ac2g_runtime_without_correlation.json": (39, "negative dur", 1),
+    "spooled_batch_ends_outside_every_span.json": (30, "ts is not a number", 1),  # (its walk's empty open stack)
 }
 
 PARQUET_CASES: dict[str, tuple[str, str] | str] = {
