@@ -25,10 +25,12 @@ Kineto file). Past ``spool_events()`` events the JSON importer hands its decoded
    types, dictionaries), never for the whole trace.
 
 The result equals ``build_trace``'s (tests/integration/test_spooled_build.py compares them on
-every Kineto fixture). Two differences by design: dictionaries list their words in another
-order, and a typed argument that is a number in one chunk and a string in another is read per
-chunk (the in-memory build reads such a column as text, through float64). Files that carry
-our own export's columns (``collectors.kineto_carry``) are built in memory.
+every bundled Kineto trace and every kept fuzz input; bench/fuzz_spooled.py on mutated ones).
+Differences by design: dictionaries list their words in another order, row groups hold
+``WRITE_ROWS`` events, and a typed argument that is a number in one batch and a string in
+another is read batch by batch (the in-memory build reads such a column as text, through
+float64). Files that carry our own export's columns (``collectors.kineto_carry``) are built in
+memory.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from neuron_explorer import __version__
-from neuron_explorer.collectors._conversion import release_freed_memory
+from neuron_explorer.collectors._conversion import conversion_settings, release_freed_memory
 from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.normalize import (
     _C10_DEVICE,
@@ -1045,7 +1047,7 @@ class SpooledTrace(Trace):
         if self._table is not None:
             yield from super()._row_group_tables(rows)
             return
-        with _spool_errors(self._spool.dir):
+        with _spool_errors(self._spool.dir), conversion_settings():
             for part in self._assembly.tables(self._spool.con):
                 yield part
                 del part
