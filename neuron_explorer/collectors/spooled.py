@@ -922,10 +922,12 @@ class _Assembly:
         self.func_words = [f[2] if f else None for f in frames]
         self.ph_words, self.cat_words, self.name_words = spool.ph.words, spool.cat.words, words
         self.issues: dict[tuple[str, str], int] = {}
+        self._last = None
 
     def tables(self, con: Any, rows: int = WRITE_ROWS, steps_only: bool = False) -> Iterator[pa.Table]:
         """The trace's rows as ``EVENTS_SCHEMA`` tables of ``rows`` rows, in event order."""
         reader = _reader(con, "SELECT * FROM ev POSITIONAL JOIN lk", min(rows, BATCH_EVENTS))
+        self._last: list[np.ndarray] | None = None
         pending: list[pa.RecordBatch] = []
         count = 0
         for batch in reader:
@@ -946,7 +948,10 @@ class _Assembly:
         eid = col("eid")
         if not np.array_equal(eid, col("lk_eid")):
             raise RuntimeError("spooled trace: the event and link tables are out of step")
-        _check_order(eid, col("start"), col("dur"), col("row"))
+        keys = [eid, col("start"), col("dur"), col("row")]
+        last = self._last if self._last is not None else [np.array([-1], np.int64)] + [k[:0] for k in keys[1:]]
+        _check_order(*(np.concatenate([a, b]) for a, b in zip(last, keys)))
+        self._last = [k[-1:] for k in keys]
         kind = col("kind").astype(np.int8)
         on_device = np.isin(kind, _ON_DEVICE_CODES)
         start = col("start")
@@ -1005,11 +1010,11 @@ class _Assembly:
 def _check_order(eid: np.ndarray, start: np.ndarray, dur: np.ndarray, row: np.ndarray) -> None:
     """Raise unless the rows are consecutive event ids in event order (start, longer first,
     input order): the guard on the one thing the build takes from DuckDB on trust, that a
-    table keeps the order it was sorted into."""
-    if not len(eid):
-        return
+    table keeps the order it was sorted into. ``eid``: the previous batch's last event id (-1
+    before the first batch: it starts at 0) then the batch's; the other keys: the previous
+    batch's last row (none before the first) then the batch's."""
     ok = bool(np.array_equal(eid, np.arange(eid[0], eid[0] + len(eid))))
-    if ok and len(eid) > 1:
+    if ok and len(start) > 1:
         s0, s1, d0, d1, r0, r1 = start[:-1], start[1:], dur[:-1], dur[1:], row[:-1], row[1:]
         ok = bool(((s0 < s1) | ((s0 == s1) & ((d0 > d1) | ((d0 == d1) & (r0 < r1))))).all())
     if not ok:

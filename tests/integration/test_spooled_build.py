@@ -277,3 +277,21 @@ def test_a_spool_directory_that_cannot_be_used_is_one_line_naming_it(tmp_path: P
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert str(missing) in r.stderr and "NEURON_EXPLORER_SPOOL_DIR" in r.stderr
     assert not out.exists()
+
+
+def test_the_assembly_refuses_rows_out_of_event_order() -> None:
+    """The guard on DuckDB keeping a sorted table's order: consecutive ids, and (start, longer
+    first, input order) rising across a batch boundary."""
+    ids = np.array([-1, 0, 1, 2])
+    start, dur, row = np.array([5, 5, 6]), np.array([9, 2, 0]), np.array([3, 1, 0])
+    spooled._check_order(ids, start, dur, row)  # the first batch
+    with pytest.raises(RuntimeError):
+        spooled._check_order(ids, np.array([5, 5, 4]), dur, row)  # a start goes back
+    with pytest.raises(RuntimeError):
+        spooled._check_order(ids, start, np.array([2, 9, 0]), row)  # the shorter first
+    with pytest.raises(RuntimeError):
+        spooled._check_order(np.array([-1, 1, 2, 3]), start, dur, row)  # not from event 0
+    # the next batch, after the last row (event 2: start 6, dur 0, row 0)
+    spooled._check_order(np.array([2, 3]), np.array([6, 7]), np.array([0, 1]), np.array([0, 9]))
+    with pytest.raises(RuntimeError):
+        spooled._check_order(np.array([2, 3]), np.array([6, 6]), np.array([0, 0]), np.array([5, 4]))
