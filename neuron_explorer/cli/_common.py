@@ -53,14 +53,27 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator[Any]:
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+    class _Bytes(DownloadColumn):  # (none for a step with no byte count)
+        def render(self, task: Any) -> Any:
+            return "" if task.total is None and not task.completed else super().render(task)
+
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True
+        TextColumn("{task.description}"), BarColumn(), _Bytes(), TimeRemainingColumn(), transient=True
     ) as bar:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
+        steps: list[Any] = []
+
+        def phase(text: str) -> None:  # a step after reading, with no byte count (an out-of-core build)
+            if not steps:
+                bar.update(task, visible=False)
+                steps.append(bar.add_task("", total=None))
+            bar.update(steps[0], description=f"{description}: {text}")
+
+        update.phase = phase  # type: ignore[attr-defined]
         yield update
 
 

@@ -97,11 +97,13 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with progress_bar(f"importing {src.name}", enabled=not args.quiet) as update:
         trace = import_input(src, progress=update)
-    if args.device_profile:
-        from neuron_explorer.collectors.neuron import join_device_profile
+        if args.device_profile:
+            from neuron_explorer.collectors.neuron import join_device_profile
 
-        trace = join_device_profile(trace, Path(args.device_profile))
-    trace.write(out)
+            trace = join_device_profile(trace, Path(args.device_profile))
+        if update is not None and hasattr(update, "phase"):
+            update.phase(f"writing {out.name}")
+        trace.write(out)
     if not args.quiet:
         dt = time.perf_counter() - t0
         rate = trace.num_events / dt if dt > 0 else 0

@@ -148,7 +148,7 @@ def _import_chunks(path: Path, progress: ProgressCallback | None, chunks: _Chunk
         raise TraceFormatError(f"no valid event: all {chunks.dropped:,} were dropped", path)
     metadata = _metadata(top, path, repairs)
     if chunks.spool is not None:
-        trace: Trace = _build_spooled(chunks.spool, metadata, chunks.n, repairs, path)
+        trace: Trace = _build_spooled(chunks.spool, metadata, chunks.n, repairs, path, progress)
     else:
         # build_trace gets the only reference to the columns (none stays here or in `chunks`),
         # so it can free each input column as soon as its reordered copy exists.
@@ -162,15 +162,18 @@ def _import_chunks(path: Path, progress: ProgressCallback | None, chunks: _Chunk
     return trace
 
 
-def _build_spooled(spool: Spool, metadata: dict[str, Any], n: int, repairs: Repairs, path: Path) -> Trace:
-    """The out-of-core build, with the same checks as the in-memory one."""
+def _build_spooled(
+    spool: Spool, metadata: dict[str, Any], n: int, repairs: Repairs, path: Path, progress: ProgressCallback | None
+) -> Trace:
+    """The out-of-core build, with the same checks as the in-memory one; a progress bar that
+    can say so (``progress.phase(text)``) names each of its steps."""
     out = spool.out_of_range(metadata["base_time_ns"])
     if out:
         repairs.add(checks.TS_OUT_OF_RANGE, DROPPED, out)
         if out == n:
             raise TraceFormatError(f"no valid event: all {n:,} start past {checks.MAX_TIME_NS:.0e} ns", path)
     repairs.record(metadata)
-    return spool.build(metadata)
+    return spool.build(metadata, phase=getattr(progress, "phase", None))
 
 
 def _within_time_range(raw: RawEvents, base: int | None, repairs: Repairs, path: Path) -> RawEvents:

@@ -40,7 +40,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -390,11 +390,14 @@ class Spool:
             query = f"SELECT count(*) FROM raw WHERE abs(start_rel + {base}) > {MAX_TIME_NS}"
             return int(self.con.execute(query).fetchall()[0][0])
 
-    def build(self, metadata: dict[str, Any], user_code: UserCode | None = None) -> SpooledTrace:
-        """The trace (its events stay in the spool until written)."""
+    def build(
+        self, metadata: dict[str, Any], user_code: UserCode | None = None, phase: Callable[[str], None] | None = None
+    ) -> SpooledTrace:
+        """The trace (its events stay in the spool until written); ``phase(text)`` is told
+        each step as it starts (a progress bar's description)."""
         with _spool_errors(self.dir):
             self._finish()
-            return _Builder(self, metadata, user_code or UserCode.default()).build()
+            return _Builder(self, metadata, user_code or UserCode.default(), phase).build()
 
     def close(self) -> None:
         if self._inserter is not None:
@@ -504,7 +507,10 @@ _HOST_LINKED = _kind_list((Kind.RUNTIME, Kind.MEMORY, Kind.INSTANT, Kind.ANNOTAT
 
 
 class _Builder:
-    def __init__(self, spool: Spool, metadata: dict[str, Any], user_code: UserCode) -> None:
+    def __init__(
+        self, spool: Spool, metadata: dict[str, Any], user_code: UserCode, phase: Callable[[str], None] | None
+    ) -> None:
+        self.phase = phase or (lambda text: None)
         self.spool = spool
         self.con = spool.con
         self.metadata = metadata
@@ -529,6 +535,7 @@ class _Builder:
         base = self.metadata.get("base_time_ns")
         base = int(base) if isinstance(base, int) else 0
         keep = f"WHERE abs(start_rel + {base}) <= {checks.MAX_TIME_NS}" if base else ""
+        self.phase(f"sorting {self.spool.n:,} events on disk")
         # event order: start, the longer (enclosing) event first, then input order
         # (one sort of the whole rows; with insertion order preserved the table keeps it, and
         # a row's position is its event id: ``eid`` is DuckDB's rowid. The assembly checks
@@ -544,7 +551,9 @@ class _Builder:
         n = self.scalar("SELECT count(*) FROM ev")
         self.n = n
         self._frames()
+        self.phase("call tree")
         self._tree()
+        self.phase("links and source lines")
         self._links()
         return self._trace()
 

@@ -295,3 +295,18 @@ def test_the_assembly_refuses_rows_out_of_event_order() -> None:
     spooled._check_order(np.array([2, 3]), np.array([6, 7]), np.array([0, 1]), np.array([0, 9]))
     with pytest.raises(RuntimeError):
         spooled._check_order(np.array([2, 3]), np.array([6, 6]), np.array([0, 0]), np.array([5, 4]))
+
+
+def test_the_out_of_core_steps_are_named_to_the_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the bytes are read the bar has no count to show; it is told each step instead."""
+    seen: list[str] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append("bytes")
+
+    progress.phase = seen.append  # type: ignore[attr-defined]
+    monkeypatch.setenv(SPOOL_ENV, "0")
+    trace = kineto_json.import_kineto_json(KINETO / "local" / "cpu_mlp_step4.json", progress=progress)
+    assert seen[0] == "bytes"
+    assert [s for s in seen if s != "bytes"] == ["sorting 835 events on disk", "call tree", "links and source lines"]
+    assert isinstance(trace, spooled.SpooledTrace)
