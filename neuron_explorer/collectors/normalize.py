@@ -100,6 +100,8 @@ _DEVICE_KIND_CODES = np.array([K[Kind.KERNEL], K[Kind.COLLECTIVE], K[Kind.MEMCPY
 _ON_DEVICE_CODES = np.concatenate([_DEVICE_KIND_CODES, [K[Kind.SYNC], K[Kind.DEVICE_ANNOTATION]]])
 _HOST_SPAN_CODES = np.array([K[k] for k in (Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.STEP, Kind.RUNTIME)])
 _HOST_CHILD_CODES = np.concatenate([_HOST_SPAN_CODES, [K[Kind.MEMORY], K[Kind.INSTANT]]])
+#: Host events linked to the op named by their External id, else the innermost enclosing op.
+_HOST_LINKED_CODES = np.array([K[k] for k in (Kind.RUNTIME, Kind.MEMORY, Kind.INSTANT, Kind.ANNOTATION)])
 
 _COLLECTIVE_NAME = re.compile(
     r"(?i)^(nccl|rccl)|^c10d::|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|all_to_all"
@@ -107,6 +109,23 @@ _COLLECTIVE_NAME = re.compile(
 _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 _MEMCPY_NAME = re.compile(r"(?i)memcpy\s*(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD)")
 _AMD_COPY = {"CopyHostToDevice": "HtoD", "CopyDeviceToHost": "DtoH", "CopyDeviceToDevice": "DtoD"}
+
+
+def is_ac2g_category(category: str) -> bool:
+    """A launch flow (runtime call -> device work) by its category."""
+    return category.lower() in ("ac2g", "async_gpu", "async_cpu_to_gpu")
+
+
+def is_fwdbwd_category(category: str) -> bool:
+    """A forward -> backward flow by its category."""
+    return category.lower() == "fwdbwd"
+
+
+def is_autograd_wrapper(name: str) -> bool:
+    """The autograd engine's span around a backward node (the same backward work)."""
+    return name.startswith("autograd::engine::evaluate_function")
+
+
 #: c10::DeviceType codes written in [memory] events.
 _C10_DEVICE = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuseone"}
 
@@ -664,7 +683,7 @@ def build_trace(
     is_s = ph.isin(("s",))
 
     # Device work without a correlation arg (old traces) takes it from its ac2g flow's id.
-    ac2g = is_flow & cat.test(lambda c: c.lower() in ("ac2g", "async_gpu", "async_cpu_to_gpu"))
+    ac2g = is_flow & cat.test(is_ac2g_category)
     if ac2g.any() and (on_device & (correlation < 0)).any():
         f_rows = np.nonzero(ac2g & ~is_s)[0]
         bound = _bind_flow_endpoints(f_rows, np.nonzero(on_device)[0], pid, tid, start)
@@ -685,7 +704,7 @@ def build_trace(
     enclosing_op_excl = np.where(parent >= 0, enclosing_op[np.maximum(parent, 0)], -1)
     del enclosing_op
     op = np.full(n, -1, np.int64)
-    host_linked = is_runtime | is_mem | (kind == K[Kind.INSTANT]) | (kind == K[Kind.ANNOTATION])
+    host_linked = np.isin(kind, _HOST_LINKED_CODES)
     op[host_linked] = np.where(op_by_ext[host_linked] >= 0, op_by_ext[host_linked], enclosing_op_excl[host_linked])
     del host_linked, enclosing_op_excl
     via_launch = on_device & (launch >= 0)
@@ -698,7 +717,7 @@ def build_trace(
 
     # fwdbwd flows: 's' sits on the forward op, 'f' on the backward node; they share an id.
     fwd = np.full(n, -1, np.int64)
-    fb = is_flow & cat.test(lambda c: c.lower() == "fwdbwd")
+    fb = is_flow & cat.test(is_fwdbwd_category)
     if fb.any():
         s_rows = np.nonzero(fb & is_s)[0]
         f_rows = np.nonzero(fb & ph.isin(("f",)))[0]
@@ -714,7 +733,7 @@ def build_trace(
         has_wrapper = wrapper >= 0
         if has_wrapper.any():
             w = wrapper[has_wrapper]
-            is_wrap = name.test(lambda nm: nm.startswith("autograd::engine::evaluate_function"))[w]
+            is_wrap = name.test(is_autograd_wrapper)[w]
             fwd[w[is_wrap]] = fwd_of_flow[ok][has_wrapper][is_wrap]
         # Ops nested inside a backward node belong to the same forward op.
         fwd = np.where(is_cpu_op, nearest_marked_ancestor(parent, fwd), -1)

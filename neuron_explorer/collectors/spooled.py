@@ -55,6 +55,7 @@ from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.normalize import (
     _C10_DEVICE,
     _HOST_CHILD_CODES,
+    _HOST_LINKED_CODES,
     _HOST_SPAN_CODES,
     _ON_DEVICE_CODES,
     _STEP_NAME,
@@ -68,6 +69,9 @@ from neuron_explorer.collectors.normalize import (
     _step_number,
     _Words,
     accelerator_type,
+    is_ac2g_category,
+    is_autograd_wrapper,
+    is_fwdbwd_category,
     nearest_marked_ancestor,
     schema_table,
     typed_columns,
@@ -192,8 +196,6 @@ _SPOOL_SCHEMA = pa.schema(
         ("stream", pa.int64()),
     ]
 )
-#: Output columns spooled as they are (besides the ones ``typed_columns`` makes).
-_TEXT = ("args", "extra", "input_shapes", "input_types")
 
 
 class Spool:
@@ -345,9 +347,9 @@ class Spool:
             "dtype": dtype,
             "is_s": ph.isin(("s",)),
             "is_f": ph.isin(("f",)),
-            "ac2g": is_flow & cat.test(lambda c: c.lower() in ("ac2g", "async_gpu", "async_cpu_to_gpu")),
-            "fb": is_flow & cat.test(lambda c: c.lower() == "fwdbwd"),
-            "evaluate": name.test(lambda nm: nm.startswith("autograd::engine::evaluate_function")),
+            "ac2g": is_flow & cat.test(is_ac2g_category),
+            "fb": is_flow & cat.test(is_fwdbwd_category),
+            "evaluate": name.test(is_autograd_wrapper),
             "corr": _int_column(typed.pop("correlation", None), n),
             "ext": _int_column(typed.pop("external_id", None), n),
             "flow": _int_column(_as_int64(raw.flow_id), n),
@@ -495,15 +497,16 @@ class _TreeWalk:
 
 
 # ----------------------------------------------------------------------------- the build
-def _kind_list(kinds: Any) -> str:
-    return ", ".join(str(int(K[k])) for k in kinds)
+def _sql_list(codes: Any) -> str:
+    """Kind codes as a SQL ``IN`` list."""
+    return ", ".join(str(int(c)) for c in codes)
 
 
-_HOST_CHILD = ", ".join(str(int(c)) for c in _HOST_CHILD_CODES)
-_ON_DEVICE = ", ".join(str(int(c)) for c in _ON_DEVICE_CODES)
+_HOST_CHILD = _sql_list(_HOST_CHILD_CODES)
+_ON_DEVICE = _sql_list(_ON_DEVICE_CODES)
 _CPU_OP, _RUNTIME, _MEMORY = int(K[Kind.CPU_OP]), int(K[Kind.RUNTIME]), int(K[Kind.MEMORY])
 _PYTHON, _STEP = int(K[Kind.PYTHON]), int(K[Kind.STEP])
-_HOST_LINKED = _kind_list((Kind.RUNTIME, Kind.MEMORY, Kind.INSTANT, Kind.ANNOTATION))
+_HOST_LINKED = _sql_list(_HOST_LINKED_CODES)
 
 
 class _Builder:

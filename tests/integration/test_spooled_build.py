@@ -57,6 +57,26 @@ def _assert_same(a: Trace, b: Trace) -> None:
     assert a.metadata == b.metadata
 
 
+def _same_outcome_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch, what: str) -> str:
+    """Import ``path`` in memory and spooled: the same trace, or the same one-line error."""
+    from neuron_explorer.trace.errors import TraceFormatError
+
+    results: list[Any] = []
+    for spool in (False, True):
+        try:
+            results.append(_import(path, monkeypatch, spool=spool))
+        except TraceFormatError as exc:
+            results.append(str(exc))
+    memory, spool_built = results
+    if isinstance(memory, str):
+        assert spool_built == memory, what
+        return "same error"
+    assert isinstance(spool_built, spooled.SpooledTrace), (what, spool_built)
+    _assert_same(memory, spool_built)
+    spool_built.close()
+    return "same trace"
+
+
 @pytest.mark.parametrize("path", BUNDLED_TRACES, ids=lambda p: p.name)
 def test_spooled_build_equals_the_in_memory_build(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spooled, "BATCH_EVENTS", 97)  # thousands of batch boundaries in the walk
@@ -214,7 +234,6 @@ def test_mutated_traces_give_the_same_trace_or_the_same_error_either_way(
     spooled; both give equal traces, or both the same one-line error."""
     import random
 
-    from neuron_explorer.trace.errors import TraceFormatError
     from tests import _fuzz
 
     monkeypatch.setattr(spooled, "BATCH_EVENTS", 7)
@@ -225,21 +244,7 @@ def test_mutated_traces_give_the_same_trace_or_the_same_error_either_way(
         data, mutation, gz = _fuzz.kineto_input(rng, seeds)
         src = tmp_path / (f"in{i}.json.gz" if gz else f"in{i}.json")
         src.write_bytes(data)
-        results: list[Any] = []
-        for spool in (False, True):
-            try:
-                results.append(_import(src, monkeypatch, spool=spool))
-            except TraceFormatError as exc:
-                results.append(str(exc))
-        memory, spooled_ = results
-        if isinstance(memory, str):
-            assert spooled_ == memory, mutation
-            outcomes["same error"] += 1
-        else:
-            assert isinstance(spooled_, spooled.SpooledTrace), (mutation, spooled_)
-            _assert_same(memory, spooled_)
-            spooled_.close()
-            outcomes["same trace"] += 1
+        outcomes[_same_outcome_both_ways(src, monkeypatch, mutation)] += 1
     assert outcomes["same trace"] > 20 and outcomes["same error"] > 5, outcomes
 
 
@@ -250,22 +255,8 @@ FUZZ_KINETO = sorted((Path(__file__).resolve().parents[1] / "data" / "fuzz" / "k
 def test_every_kept_bad_input_gives_the_same_outcome_either_way(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inputs the fuzzers ever broke on (tests/data/fuzz/), both ways: the same trace, or the
     same one-line error."""
-    from neuron_explorer.trace.errors import TraceFormatError
-
     monkeypatch.setattr(spooled, "BATCH_EVENTS", 5)
-    results: list[Any] = []
-    for spool in (False, True):
-        try:
-            results.append(_import(path, monkeypatch, spool=spool))
-        except TraceFormatError as exc:
-            results.append(str(exc))
-    memory, spooled_ = results
-    if isinstance(memory, str):
-        assert spooled_ == memory
-    else:
-        assert isinstance(spooled_, spooled.SpooledTrace)
-        _assert_same(memory, spooled_)
-        spooled_.close()
+    _same_outcome_both_ways(path, monkeypatch, path.name)
 
 
 def test_a_spool_directory_that_cannot_be_used_is_one_line_naming_it(tmp_path: Path) -> None:
