@@ -118,6 +118,38 @@ def spool_events() -> int:
     return SPOOL_EVENTS
 
 
+#: Spool directories are named ``SPOOL_PREFIX...`` and hold the owning process's id in ``OWNER_FILE``.
+SPOOL_PREFIX = "neuron-explorer-spool-"
+OWNER_FILE = "owner.pid"
+
+
+def remove_stale_spools(parent: Path) -> list[Path]:
+    """Remove the spool directories in ``parent`` whose process is gone: one killed by a signal
+    (SIGTERM, SIGHUP when its terminal closed, the OOM killer) could not remove its own, which
+    can hold gigabytes. A directory without an owner file, or whose owner runs, is kept."""
+    removed = []
+    for d in parent.glob(SPOOL_PREFIX + "*"):
+        try:
+            pid = int((d / OWNER_FILE).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (another user's process: it exists)
+        return True
+    return True
+
+
 class NotSpoolable(Exception):
     """A chunk holds what only the in-memory build handles (carried export columns)."""
 
@@ -206,7 +238,9 @@ class Spool:
 
         parent = directory or os.environ.get("NEURON_EXPLORER_SPOOL_DIR") or None
         with _spool_errors(parent):
-            self.dir = Path(tempfile.mkdtemp(prefix="neuron-explorer-spool-", dir=parent))
+            remove_stale_spools(Path(parent or tempfile.gettempdir()))
+            self.dir = Path(tempfile.mkdtemp(prefix=SPOOL_PREFIX, dir=parent))
+            (self.dir / OWNER_FILE).write_text(str(os.getpid()))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.dir), True)
         with _spool_errors(self.dir):
             self.con = self._connect(duckdb, self.dir)

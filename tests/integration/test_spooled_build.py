@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -301,3 +302,36 @@ def test_the_out_of_core_steps_are_named_to_the_progress_bar(monkeypatch: pytest
     assert seen[0] == "bytes"
     assert [s for s in seen if s != "bytes"] == ["sorting 835 events on disk", "call tree", "links and source lines"]
     assert isinstance(trace, spooled.SpooledTrace)
+
+
+def test_a_spool_left_by_a_killed_process_is_removed_by_the_next_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversion killed by a signal cannot remove its spool (gigabytes on a large trace); the
+    next out-of-core import in that directory does, and leaves a running process's alone."""
+    import signal
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("NEURON_EXPLORER_SPOOL_DIR", str(tmp_path))
+    src = KINETO / "tracelens" / "qwen_h100.json.gz"
+    # a real convert, killed once its spool exists
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neuron_explorer", "convert", str(src), "-o", str(tmp_path / "x.parquet"), "-q"],
+        env={**os.environ, SPOOL_ENV: "0"},
+    )
+    for _ in range(600):
+        if list(tmp_path.glob(spooled.SPOOL_PREFIX + "*/" + spooled.OWNER_FILE)) or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stale = list(tmp_path.glob(spooled.SPOOL_PREFIX + "*"))
+    assert len(stale) == 1 and not (tmp_path / "x.parquet").exists()
+    running = tmp_path / (spooled.SPOOL_PREFIX + "running")
+    running.mkdir()
+    (running / spooled.OWNER_FILE).write_text(str(os.getppid()))  # (a live process: this one's parent)
+    trace = _import(KINETO / "local" / "example_cpu_small.json", monkeypatch, spool=True)
+    left = sorted(p.name for p in tmp_path.glob(spooled.SPOOL_PREFIX + "*"))
+    assert stale[0].name not in left and running.name in left and len(left) == 2  # (the new one, and the live one)
+    trace.close()
