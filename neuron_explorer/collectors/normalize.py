@@ -916,19 +916,45 @@ def _drop_trailing_step(kind: np.ndarray, name: _Words, start: np.ndarray, dur: 
     """Demote the trailing partial ``ProfilerStep#N`` span (if any) to an annotation, in place;
     returns what was dropped, for the trace metadata (``dropped_steps``)."""
     step_rows = np.nonzero(kind == K[Kind.STEP])[0]
-    if step_rows.size < 2:
-        return []
-    parsed = [int(_STEP_NAME.match(nm).group(1)) for nm in name.values(step_rows)]  # type: ignore[union-attr]
-    if not all(0 <= x < 2**31 for x in parsed):
-        return []  # step numbers past int32 are repaired with the step column (see _assign_steps)
-    numbers = np.array(parsed, np.int64)
     markers = np.nonzero(name.test(STEP_MARKER.match))[0]
-    tail = trailing_partial_step(numbers, start[step_rows], dur[step_rows], start[markers])
+    tail, dropped = trailing_step(name.values(step_rows), start[step_rows], dur[step_rows], start[markers])
+    kind[step_rows[tail]] = K[Kind.ANNOTATION]
+    return dropped
+
+
+def trailing_step(
+    names: list[str], start: np.ndarray, dur: np.ndarray, marker_start: np.ndarray
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """Of the step spans (``ProfilerStep#N`` names, starts, durations, in event order; the
+    start of every step-marker event), which are the trailing partial step (``step_tail``),
+    and the ``dropped_steps`` metadata entry for it (both builds use this)."""
+    none = np.zeros(len(names), bool)
+    if len(names) < 2:
+        return none, []
+    parsed = [int(_STEP_NAME.match(nm).group(1)) for nm in names]  # type: ignore[union-attr]
+    if not all(0 <= x < 2**31 for x in parsed):
+        return none, []  # step numbers past int32 are repaired with the step column (see _assign_steps)
+    numbers = np.array(parsed, np.int64)
+    tail = trailing_partial_step(numbers, start, dur, marker_start)
     if tail is None:
-        return []
-    rows = step_rows[numbers == tail]
-    kind[rows] = K[Kind.ANNOTATION]
-    return [{"step": tail, "dur_ns": int(dur[rows].max()), "reason": "trailing partial step"}]
+        return none, []
+    rows = numbers == tail
+    return rows, [{"step": tail, "dur_ns": int(dur[rows].max()), "reason": "trailing partial step"}]
+
+
+class StepTimes:
+    """Which step span (latest start first) holds each instant (``_assign_steps``'s rule)."""
+
+    def __init__(self, start: np.ndarray, dur: np.ndarray, numbers: np.ndarray) -> None:
+        self.order = np.argsort(start, kind="stable")
+        self.s0, self.s1, self.numbers = start[self.order], (start + dur)[self.order], numbers[self.order]
+
+    def by_time(self, t: np.ndarray) -> np.ndarray:
+        if self.s0.size == 0:
+            return np.full(len(t), -1, np.int64)
+        idx = np.searchsorted(self.s0, t, side="right") - 1
+        ok = (idx >= 0) & (t < self.s1[np.maximum(idx, 0)])
+        return np.where(ok, self.numbers[np.maximum(idx, 0)], -1)
 
 
 def _assign_steps(
@@ -948,16 +974,9 @@ def _assign_steps(
     names = name.values(step_rows)
     # (A step number beyond int64 is kept as -1 here; beyond int32 is nulled by the caller.)
     numbers = np.array([_step_number(nm) for nm in names], np.int64)
-    s0 = start[step_rows]
-    s1 = s0 + dur[step_rows]
-    order = np.argsort(s0, kind="stable")
-    s0, s1, numbers = s0[order], s1[order], numbers[order]
-    host = ~on_device
-    idx = np.searchsorted(s0, start, side="right") - 1
-    ok = (idx >= 0) & (start < s1[np.maximum(idx, 0)])
-    by_time = np.where(ok, numbers[np.maximum(idx, 0)], -1)
-    step = np.where(host, by_time, -1)
-    step[step_rows] = numbers[np.argsort(order, kind="stable")]
+    by_time = StepTimes(start[step_rows], dur[step_rows], numbers).by_time(start)
+    step = np.where(~on_device, by_time, -1)
+    step[step_rows] = numbers
     # Device work belongs to the step its launch (or op) happened in, not where it ran.
     dev_step = np.where(op >= 0, step[np.maximum(op, 0)], -1)
     dev_step = np.where((dev_step < 0) & (launch >= 0), step[np.maximum(launch, 0)], dev_step)

@@ -58,10 +58,10 @@ from neuron_explorer.collectors.normalize import (
     _HOST_LINKED_CODES,
     _HOST_SPAN_CODES,
     _ON_DEVICE_CODES,
-    _STEP_NAME,
     KINDS,
     K,
     RawEvents,
+    StepTimes,
     _classify,
     _int_column,
     _narrow_int32,
@@ -74,11 +74,12 @@ from neuron_explorer.collectors.normalize import (
     is_fwdbwd_category,
     nearest_marked_ancestor,
     schema_table,
+    trailing_step,
     typed_columns,
 )
 from neuron_explorer.collectors.source_attribution import _FORWARD, _FUNCTION, _GENERATED, _LAUNCH, _PRECISIONS
 from neuron_explorer.collectors.source_map import UserCode, module_name, parse_python_frame
-from neuron_explorer.collectors.step_tail import STEP_MARKER, trailing_partial_step
+from neuron_explorer.collectors.step_tail import STEP_MARKER
 from neuron_explorer.trace.arrow import (
     bool_array,
     dict_parts,
@@ -880,27 +881,16 @@ class _Builder:
         step_names = [spool.name.words[r[1]] for r in rows]
         step_start = np.array([r[2] for r in rows], np.int64)
         step_dur = np.array([r[3] for r in rows], np.int64)
-        dropped_steps: list[dict[str, Any]] = []
-        demoted = np.zeros(0, np.int64)
-        if step_eid.size >= 2:
-            parsed = [int(_STEP_NAME.match(nm).group(1)) for nm in step_names]  # type: ignore[union-attr]
-            if all(0 <= x < 2**31 for x in parsed):
-                numbers = np.array(parsed, np.int64)
-                marker_codes = [i for i, w in enumerate(spool.name.words) if w is not None and STEP_MARKER.match(w)]
-                markers = np.zeros(0, np.int64)
-                if marker_codes:
-                    found = self.con.execute(
-                        f"SELECT start FROM ev WHERE name IN ({', '.join(map(str, marker_codes))}) ORDER BY eid"
-                    ).fetchall()
-                    markers = np.array([r[0] for r in found], np.int64)
-                tail = trailing_partial_step(numbers, step_start, step_dur, markers)
-                if tail is not None:
-                    sel = numbers == tail
-                    demoted = step_eid[sel]
-                    dropped_steps = [
-                        {"step": tail, "dur_ns": int(step_dur[sel].max()), "reason": "trailing partial step"}
-                    ]
-        kept = ~np.isin(step_eid, demoted)
+        markers = np.zeros(0, np.int64)
+        marker_codes = [i for i, w in enumerate(spool.name.words) if w is not None and STEP_MARKER.match(w)]
+        if step_eid.size >= 2 and marker_codes:
+            found = self.con.execute(
+                f"SELECT start FROM ev WHERE name IN ({', '.join(map(str, marker_codes))}) ORDER BY eid"
+            ).fetchall()
+            markers = np.array([r[0] for r in found], np.int64)
+        tail, dropped_steps = trailing_step(step_names, step_start, step_dur, markers)
+        demoted = step_eid[tail]
+        kept = ~tail
         steps = _Steps(
             step_eid[kept],
             step_start[kept],
@@ -928,21 +918,13 @@ class _Builder:
         return SpooledTrace(spool, assembly, self.n, meta)
 
 
-class _Steps:
-    """The step spans (not demoted), and each event's step by time (``normalize._assign_steps``)."""
+class _Steps(StepTimes):
+    """The step spans not demoted (their event ids and own numbers), and each instant's step."""
 
     def __init__(self, eid: np.ndarray, start: np.ndarray, dur: np.ndarray, numbers: np.ndarray) -> None:
-        order = np.argsort(start, kind="stable")
+        super().__init__(start, dur, numbers)
         self.eid = eid
         self.own = numbers
-        self.s0, self.s1, self.numbers = start[order], (start + dur)[order], numbers[order]
-
-    def by_time(self, start: np.ndarray) -> np.ndarray:
-        if self.s0.size == 0:
-            return np.full(len(start), -1, np.int64)
-        idx = np.searchsorted(self.s0, start, side="right") - 1
-        ok = (idx >= 0) & (start < self.s1[np.maximum(idx, 0)])
-        return np.where(ok, self.numbers[np.maximum(idx, 0)], -1)
 
 
 class _Assembly:
