@@ -63,6 +63,7 @@ from neuron_explorer.collectors.normalize import (
     RawEvents,
     StepTimes,
     _classify,
+    _coerce,
     _int_column,
     _narrow_int32,
     _nullable,
@@ -449,8 +450,6 @@ class Spool:
 
 def _as_int64(arr: Any) -> Any:
     """A pid/tid/flow-id column as int64, as ``RawEvents.concat`` makes it."""
-    from neuron_explorer.collectors.normalize import _coerce
-
     if isinstance(arr, pa.ChunkedArray):
         return pa.chunked_array([_coerce(c, pa.int64()) for c in arr.chunks], pa.int64())
     return _coerce(arr, pa.int64())
