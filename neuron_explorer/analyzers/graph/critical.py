@@ -1,0 +1,224 @@
+"""The critical path of each step, its composition, and the replay summary (what-if).
+
+A step's window is its ``ProfilerStep#N`` span on its thread: it ends where the segment that
+closes the span ends. Walking back from that segment along each node's binding predecessor
+(``Replay.binding``) until a node starts at or before the window's start gives the chain of
+events and delays that set the step's end. Its pieces are the nodes (by category, op, kernel,
+source line), the modelled launch latencies and the unexplained delays on its edges; clipped to
+the window and counted once where they overlap (an edge clamped below zero), with any part of
+the window the chain does not reach counted as unexplained, so a step's rows sum to its wall
+time. Without steps, each rank's window runs from its first to its last event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
+from neuron_explorer.analyzers.graph.build import LAUNCH, Graph, build_graph
+from neuron_explorer.analyzers.graph.replay import Edits, Replay, replay
+
+#: the baseline replay should reproduce each measured step within this (issue 31)
+BASELINE_TOLERANCE_PCT = 2.0
+CRITICAL_PATH_COLUMNS = ("rank", "step", "category", "op", "kernel", "src_file", "src_line", "ns")
+
+
+def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
+    """Per (rank, step): measured start/end, replayed start/end and the node that ends it."""
+    nodes = graph.nodes
+    w = graph.step_windows
+    t0 = graph.t0_ns
+    start = nodes["start_ns"].to_numpy()
+    end = start + nodes["dur_ns"].to_numpy()
+    rows = []
+    if len(w) and (w["step"] != WHOLE_TRACE_STEP).any():
+        hr = nodes["host_row"].to_numpy()
+        tid = np.where(hr >= 0, graph.host["tid"].to_numpy()[np.maximum(hr, 0)], -1) if len(graph.host) else hr
+        rank = nodes["rank"].to_numpy()
+        key_end = pd.Index(list(zip(rank[hr >= 0], tid[hr >= 0], end[hr >= 0])))
+        key_start = pd.Index(list(zip(rank[hr >= 0], tid[hr >= 0], start[hr >= 0])))
+        host_nodes = np.flatnonzero(hr >= 0)
+        ends = pd.Series(host_nodes, index=key_end)
+        ends = ends[~ends.index.duplicated(keep="last")]
+        starts = pd.Series(host_nodes, index=key_start)
+        starts = starts[~starts.index.duplicated(keep="first")]
+        for r, step, ws, we, t in zip(w["rank"], w["step"], w["start_ns"], w["end_ns"], w["tid"]):
+            e_node = ends.get((r, t, we - t0))
+            if e_node is None:
+                continue
+            b_node = ends.get((r, t, ws - t0))
+            if b_node is not None:
+                r0 = rep.end[b_node]
+            else:
+                s_node = starts.get((r, t, ws - t0))
+                r0 = rep.start[s_node] if s_node is not None else ws - t0
+            rows.append((int(r), int(step), int(ws - t0), int(we - t0), int(r0), int(rep.end[e_node]), int(e_node)))
+    else:
+        rank = nodes["rank"].to_numpy()
+        measured = {int(r): (int(a) - t0, int(b) - t0) for r, a, b in zip(w["rank"], w["start_ns"], w["end_ns"])}
+        for r in np.unique(rank):
+            m = np.flatnonzero(rank == r)
+            e_node = int(m[np.argmax(rep.end[m])])
+            ms, me = measured.get(int(r), (int(start[m].min()), int(end[m].max())))
+            rows.append((int(r), WHOLE_TRACE_STEP, ms, me, int(rep.start[m].min()), int(rep.end[e_node]), e_node))
+    cols = ["rank", "step", "measured_start", "measured_end", "replay_start", "replay_end", "end_node"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _path(rep: Replay, end_node: int, t_start: int) -> list[int]:
+    """Nodes of the chain ending at ``end_node``, latest first (a walk along one pointer per
+    node: the path only, not the graph)."""
+    binding = rep.binding.tolist()
+    start = rep.start
+    out = [end_node]
+    v = end_node
+    while binding[v] >= 0 and start[v] > t_start:
+        v = binding[v]
+        out.append(v)
+    return out
+
+
+def _composition(graph: Graph, rep: Replay, path: list[int], t0: int, t1: int) -> pd.DataFrame:
+    nodes = graph.nodes
+    p = np.asarray(path[::-1], np.int64)  # earliest first
+    # per node on the path: the edge into it from the previous path node
+    eidx = rep.binding_edge[p[1:]]
+    chain_edge = eidx < 0
+    e_safe = np.maximum(eidx, 0)
+    edges = graph.edges
+    pad = np.zeros(1, np.int64)  # (a graph without cross edges)
+    edge_unexplained = np.r_[edges["unexplained_ns"].to_numpy(), pad]
+    edge_kind = np.r_[edges["kind"].to_numpy(), pad - 1]
+    unexplained = np.where(chain_edge, nodes["chain_unexplained_ns"].to_numpy()[p[1:]], edge_unexplained[e_safe])
+    launch = ~chain_edge & (edge_kind[e_safe] == LAUNCH)
+    gap_start = rep.end[p[:-1]]
+    gap_end = rep.start[p[1:]]
+    modelled_end = np.maximum(gap_start, gap_end - unexplained)
+    k = len(p)
+    # pieces in time order: node 0, (edge modelled, edge unexplained, node i) for i >= 1
+    a = np.empty(3 * k - 2, np.int64)
+    b = np.empty_like(a)
+    who = np.empty_like(a)  # the node whose op / kernel / line the piece is shown under
+    label = np.empty(len(a), dtype=object)
+    a[0], b[0], who[0], label[0] = rep.start[p[0]], rep.end[p[0]], p[0], None
+    idx = np.arange(1, k)
+    a[3 * idx - 2], b[3 * idx - 2] = gap_start, modelled_end
+    a[3 * idx - 1], b[3 * idx - 1] = modelled_end, np.maximum(gap_end, modelled_end)
+    a[3 * idx], b[3 * idx] = rep.start[p[1:]], rep.end[p[1:]]
+    who[3 * idx - 2] = who[3 * idx - 1] = who[3 * idx] = p[1:]
+    label[3 * idx - 2] = np.where(launch, "launch_latency", "unexplained")
+    label[3 * idx - 1] = "unexplained"
+    label[3 * idx] = None
+    prev = np.maximum.accumulate(np.r_[t0, b[:-1]])
+    lo = np.maximum(a, np.maximum(prev, t0))
+    hi = np.minimum(b, t1)
+    ns = np.maximum(hi - lo, 0)
+    cat = nodes["category"].to_numpy()[who].copy()
+    has_label = np.array([x is not None for x in label])
+    cat[has_label] = label[has_label]
+    df = pd.DataFrame(
+        {
+            "category": cat,
+            "op": nodes["op"].to_numpy()[who],
+            "kernel": nodes["kernel"].to_numpy()[who],
+            "src_file": nodes["src_file"].to_numpy()[who],
+            "src_line": nodes["src_line"].to_numpy()[who],
+            "ns": ns,
+        }
+    )
+    rest = (t1 - t0) - int(ns.sum())
+    if rest:
+        df.loc[len(df)] = ["unexplained", "", "", "", -1, rest]
+    return df[df["ns"] != 0]
+
+
+def critical_path_table(frames: TraceFrames, edits: Edits | None = None) -> pd.DataFrame:
+    """One row per (rank, step, category, op, kernel, src_file, src_line) on each step's
+    critical path of the (edited) replay, with ``ns``; a step's rows sum to its replayed wall."""
+    graph = build_graph(frames)
+    rep = replay(graph, edits)
+    return _critical_rows(graph, rep, _windows(graph, rep))
+
+
+def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame) -> pd.DataFrame:
+    parts = []
+    for r, step, s, e, node in zip(win["rank"], win["step"], win["replay_start"], win["replay_end"], win["end_node"]):
+        comp = _composition(graph, rep, _path(rep, int(node), int(s)), int(s), int(e))
+        parts.append(comp.assign(rank=int(r), step=int(step)))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "ns") else "object") for c in CRITICAL_PATH_COLUMNS})
+    df = pd.concat(parts, ignore_index=True)
+    keys = list(CRITICAL_PATH_COLUMNS[:-1])
+    out = df.groupby(keys, sort=False, dropna=False)["ns"].sum().reset_index()
+    out = out.sort_values(["rank", "step", "ns"], ascending=[True, True, False], kind="stable").reset_index(drop=True)
+    return out[list(CRITICAL_PATH_COLUMNS)]
+
+
+def replay_summary(frames: TraceFrames, edits: Edits | None = None) -> dict[str, Any]:
+    """Measured, baseline-replayed and (with ``edits``) projected time per step and in total,
+    the baseline error and the unexplained share of the critical path (JSON-able)."""
+    graph = build_graph(frames)
+    base = replay(graph)
+    win = _windows(graph, base)
+    crit = _critical_rows(graph, base, win)
+    edited = replay(graph, edits) if edits is not None and not edits.empty else base
+    ewin = _windows(graph, edited) if edited is not base else win
+    proj = dict(zip(zip(ewin["rank"], ewin["step"]), ewin["replay_end"] - ewin["replay_start"]))
+    unexplained = crit[crit["category"] == "unexplained"].groupby(["rank", "step"])["ns"].sum()
+    untraced = crit[crit["category"] == "untraced"].groupby(["rank", "step"])["ns"].sum()
+    steps = []
+    for r, step, ms, me, rs, re_ in zip(
+        win["rank"], win["step"], win["measured_start"], win["measured_end"], win["replay_start"], win["replay_end"]
+    ):
+        measured, replayed = int(me - ms), int(re_ - rs)
+        projected = int(proj.get((r, step), replayed))
+        steps.append(
+            {
+                "rank": int(r),
+                "step": int(step),
+                "measured_ns": measured,
+                "replayed_ns": replayed,
+                "baseline_error_pct": _pct(replayed - measured, measured),
+                "unexplained_pct": _pct(int(unexplained.get((r, step), 0)), replayed),
+                "untraced_pct": _pct(int(untraced.get((r, step), 0)), replayed),
+                "projected_ns": projected,
+                "saving_ns": replayed - projected,
+            }
+        )
+    tot = {k: sum(s[k] for s in steps) for k in ("measured_ns", "replayed_ns", "projected_ns", "saving_ns")}
+    err = _pct(tot["replayed_ns"] - tot["measured_ns"], tot["measured_ns"])
+    worst = max((abs(s["baseline_error_pct"]) for s in steps), default=0.0)
+    out: dict[str, Any] = {
+        **tot,
+        "baseline_error_pct": err,
+        "max_step_baseline_error_pct": worst,
+        "unexplained_pct": _pct(int(unexplained.sum()), tot["replayed_ns"]),
+        "untraced_pct": _pct(int(untraced.sum()), tot["replayed_ns"]),
+        "saving_pct": _pct(tot["saving_ns"], tot["replayed_ns"]),
+        "has_steps": bool(len(win) and (win["step"] != WHOLE_TRACE_STEP).any()),
+        "nodes": graph.num_nodes,
+        "edges": int(len(graph.edges)),
+        "replay_rounds": int(edited.rounds),
+        "within_tolerance": worst <= BASELINE_TOLERANCE_PCT,
+        "steps": steps,
+    }
+    if not out["within_tolerance"]:
+        out["note"] = (
+            f"the baseline replay is off by up to {worst:.1f}% on a step: the graph's ordering"
+            " contradicts some recorded times (clock skew between host and device)"
+        )
+    return out
+
+
+def whatif(frames: TraceFrames, edits: Edits | None = None) -> dict[str, Any]:
+    """``replay_summary`` with the edits and the critical path of the edited replay."""
+    summary = replay_summary(frames, edits)
+    summary["edits"] = {"scale": [list(s) for s in (edits.scale if edits else ())], "remove": list(edits.remove if edits else ())}
+    return summary
+
+
+def _pct(part: float, whole: float) -> float:
+    return float(100.0 * part / whole) if whole else 0.0
