@@ -224,7 +224,13 @@ def _cross_edges(
 
     # launch edges
     launch_row = lookup(hkey, ukey(device["rank"].to_numpy(), device["launch_id"].to_numpy()))
-    has = np.flatnonzero(launch_row >= 0)
+    # work after the first of one launch on a stream (a CUDA/HIP graph replay) waits on the
+    # graph's internal order, not on the launch: only the first one gets the launch edge
+    node_launch = np.full(n, -2, np.int64)
+    node_launch[dev_node] = launch_row
+    repeat = np.zeros(n, bool)
+    repeat[1:] = ~head[1:] & (node_launch[1:] >= 0) & (node_launch[1:] == node_launch[:-1])
+    has = np.flatnonzero((launch_row >= 0) & ~repeat[dev_node])
     launch_seg = first_segment(launch_row[has])
     ok = launch_seg >= 0
     ok[ok] &= ~head[launch_seg[ok]]
@@ -441,15 +447,14 @@ def _describe(
     src_file = np.full(n, "", dtype=object)
     src_line = np.full(n, -1, np.int64)
     hkey = ukey(host["rank"].to_numpy(), host["event_id"].to_numpy())
-    hname = host["name"].astype(str).to_numpy()
-    hkind = host["kind"].astype(str).to_numpy()
-    hfile = host["src_file"].astype(str).to_numpy() if "src_file" in host else np.full(len(host), "")
-    hfile = np.where(host["src_file"].isna().to_numpy(), "", hfile) if "src_file" in host else hfile
+    hname = _strings(host["name"])
+    hkind = _strings(host["kind"])
+    hfile = _strings(host["src_file"]) if "src_file" in host else np.full(len(host), "", dtype=object)
     hline = host["src_line"].to_numpy() if "src_line" in host else np.full(len(host), -1)
     if len(host):
         rows = hr[is_h]
         kinds = hkind[rows]
-        category[is_h] = [_HOST_CATEGORY.get(k, "host_launch") for k in kinds]
+        category[is_h] = _lut(kinds, _HOST_CATEGORY, "host_launch")
         blocking = np.zeros(len(host), bool)
         calls = blocking_calls(frames)
         pos = lookup(hkey, ukey(calls["rank"].to_numpy(), calls["event_id"].to_numpy()))
@@ -469,15 +474,14 @@ def _describe(
         src_line[is_h] = hline[rows]
     if len(device):
         rows = dr[is_d]
-        dkind = device["kind"].astype(str).to_numpy()[rows]
-        category[is_d] = [_DEVICE_CATEGORY.get(k, "compute") for k in dkind]
-        dname = device["name"].astype(str).to_numpy()[rows]
+        dkind = _strings(device["kind"])[rows]
+        category[is_d] = _lut(dkind, _DEVICE_CATEGORY, "compute")
+        dname = _strings(device["name"])[rows]
         name[is_d] = dname
         kernel[is_d] = dname
         opos = lookup(hkey, ukey(device["rank"].to_numpy()[rows], device["op_id"].to_numpy()[rows])) if len(host) else np.full(len(rows), -1)
         op[is_d] = np.where(opos >= 0, hname[np.maximum(opos, 0)] if len(host) else "", "")
-        dfile = device["src_file"].astype(str).to_numpy()[rows]
-        src_file[is_d] = np.where(device["src_file"].isna().to_numpy()[rows], "", dfile)
+        src_file[is_d] = _strings(device["src_file"])[rows]
         src_line[is_d] = device["src_line"].to_numpy()[rows]
     nodes["category"] = category
     nodes["name"] = name
@@ -485,3 +489,16 @@ def _describe(
     nodes["kernel"] = kernel
     nodes["src_file"] = src_file
     nodes["src_line"] = src_line
+
+
+def _strings(col: pd.Series) -> np.ndarray:
+    """A (categorical) text column as an object array, '' for null, decoded once per value."""
+    cat = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    values = np.array([str(v) for v in cat.cat.categories] + [""], dtype=object)
+    codes = cat.cat.codes.to_numpy()
+    return values[np.where(codes < 0, len(values) - 1, codes)]
+
+
+def _lut(values: np.ndarray, table: dict[str, str], default: str) -> np.ndarray:
+    uniq, inv = np.unique(values.astype(str), return_inverse=True)
+    return np.array([table.get(u, default) for u in uniq], dtype=object)[inv]

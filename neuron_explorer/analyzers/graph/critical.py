@@ -35,27 +35,36 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
     end = start + nodes["dur_ns"].to_numpy()
     rows = []
     if len(w) and (w["step"] != WHOLE_TRACE_STEP).any():
-        hr = nodes["host_row"].to_numpy()
-        tid = np.where(hr >= 0, graph.host["tid"].to_numpy()[np.maximum(hr, 0)], -1) if len(graph.host) else hr
-        rank = nodes["rank"].to_numpy()
-        key_end = pd.Index(list(zip(rank[hr >= 0], tid[hr >= 0], end[hr >= 0])))
-        key_start = pd.Index(list(zip(rank[hr >= 0], tid[hr >= 0], start[hr >= 0])))
-        host_nodes = np.flatnonzero(hr >= 0)
-        ends = pd.Series(host_nodes, index=key_end)
-        ends = ends[~ends.index.duplicated(keep="last")]
-        starts = pd.Series(host_nodes, index=key_start)
-        starts = starts[~starts.index.duplicated(keep="first")]
-        for r, step, ws, we, t in zip(w["rank"], w["step"], w["start_ns"], w["end_ns"], w["tid"]):
-            e_node = ends.get((r, t, we - t0))
-            if e_node is None:
-                continue
-            b_node = ends.get((r, t, ws - t0))
-            if b_node is not None:
-                r0 = rep.end[b_node]
-            else:
-                s_node = starts.get((r, t, ws - t0))
-                r0 = rep.start[s_node] if s_node is not None else ws - t0
-            rows.append((int(r), int(step), int(ws - t0), int(we - t0), int(r0), int(rep.end[e_node]), int(e_node)))
+        hn = np.flatnonzero(nodes["host_row"].to_numpy() >= 0)
+        hr = nodes["host_row"].to_numpy()[hn]
+        chain = nodes["chain"].to_numpy()[hn]
+        thread = pd.DataFrame({"rank": nodes["rank"].to_numpy()[hn], "tid": graph.host["tid"].to_numpy()[hr], "chain": chain})
+        thread = thread.drop_duplicates(["rank", "tid"])
+        wc = w.merge(thread, on=["rank", "tid"], how="left")
+        ok = wc["chain"].notna().to_numpy()
+        wc = wc[ok]
+        wchain = wc["chain"].to_numpy().astype(np.int64)
+        # host nodes are sorted by (chain, start) and back to back: their ends ascend too
+        ekey = chain * (1 << 42) + end[hn]
+        skey = chain * (1 << 42) + start[hn]
+
+        def find(keys: np.ndarray, wanted: np.ndarray, side: str) -> np.ndarray:
+            pos = np.searchsorted(keys, wanted, side=side)
+            pos = pos - 1 if side == "right" else pos
+            ok = (pos >= 0) & (pos < len(keys))
+            pos = np.clip(pos, 0, len(keys) - 1)
+            return np.where(ok & (keys[pos] == wanted), hn[pos], -1)
+
+        ws, we = wc["start_ns"].to_numpy() - t0, wc["end_ns"].to_numpy() - t0
+        e_node = find(ekey, wchain * (1 << 42) + we, "right")
+        b_node = find(ekey, wchain * (1 << 42) + ws, "right")
+        s_node = find(skey, wchain * (1 << 42) + ws, "left")
+        r0 = np.where(b_node >= 0, rep.end[np.maximum(b_node, 0)], np.where(s_node >= 0, rep.start[np.maximum(s_node, 0)], ws))
+        m = e_node >= 0
+        for r, step, a, b, c, d, e in zip(
+            wc["rank"].to_numpy()[m], wc["step"].to_numpy()[m], ws[m], we[m], r0[m], rep.end[e_node[m]], e_node[m]
+        ):
+            rows.append((int(r), int(step), int(a), int(b), int(c), int(d), int(e)))
     else:
         rank = nodes["rank"].to_numpy()
         measured = {int(r): (int(a) - t0, int(b) - t0) for r, a, b in zip(w["rank"], w["start_ns"], w["end_ns"])}
@@ -68,11 +77,9 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _path(rep: Replay, end_node: int, t_start: int) -> list[int]:
+def _path(binding: list[int], start: list[int], end_node: int, t_start: int) -> list[int]:
     """Nodes of the chain ending at ``end_node``, latest first (a walk along one pointer per
-    node: the path only, not the graph)."""
-    binding = rep.binding.tolist()
-    start = rep.start
+    node: the path only, not the graph; ``binding`` and ``start`` as lists, for speed)."""
     out = [end_node]
     v = end_node
     while binding[v] >= 0 and start[v] > t_start:
@@ -81,7 +88,7 @@ def _path(rep: Replay, end_node: int, t_start: int) -> list[int]:
     return out
 
 
-def _composition(graph: Graph, rep: Replay, path: list[int], t0: int, t1: int) -> pd.DataFrame:
+def _composition(graph: Graph, rep: Replay, path: list[int], t0: int, t1: int, cols: dict[str, np.ndarray]) -> pd.DataFrame:
     nodes = graph.nodes
     p = np.asarray(path[::-1], np.int64)  # earliest first
     # per node on the path: the edge into it from the previous path node
@@ -116,16 +123,16 @@ def _composition(graph: Graph, rep: Replay, path: list[int], t0: int, t1: int) -
     lo = np.maximum(a, np.maximum(prev, t0))
     hi = np.minimum(b, t1)
     ns = np.maximum(hi - lo, 0)
-    cat = nodes["category"].to_numpy()[who].copy()
+    cat = cols["category"][who].copy()
     has_label = np.array([x is not None for x in label])
     cat[has_label] = label[has_label]
     df = pd.DataFrame(
         {
             "category": cat,
-            "op": nodes["op"].to_numpy()[who],
-            "kernel": nodes["kernel"].to_numpy()[who],
-            "src_file": nodes["src_file"].to_numpy()[who],
-            "src_line": nodes["src_line"].to_numpy()[who],
+            "op": cols["op"][who],
+            "kernel": cols["kernel"][who],
+            "src_file": cols["src_file"][who],
+            "src_line": cols["src_line"][who],
             "ns": ns,
         }
     )
@@ -145,8 +152,10 @@ def critical_path_table(frames: TraceFrames, edits: Edits | None = None) -> pd.D
 
 def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame) -> pd.DataFrame:
     parts = []
+    binding, start = rep.binding.tolist(), rep.start.tolist()
+    cols = {c: graph.nodes[c].to_numpy() for c in ("category", "op", "kernel", "src_file", "src_line")}
     for r, step, s, e, node in zip(win["rank"], win["step"], win["replay_start"], win["replay_end"], win["end_node"]):
-        comp = _composition(graph, rep, _path(rep, int(node), int(s)), int(s), int(e))
+        comp = _composition(graph, rep, _path(binding, start, int(node), int(s)), int(s), int(e), cols)
         parts.append(comp.assign(rank=int(r), step=int(step)))
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "ns") else "object") for c in CRITICAL_PATH_COLUMNS})
