@@ -140,6 +140,11 @@ def _host_segments(host: pd.DataFrame, t0: int) -> pd.DataFrame:
     bounds = np.unique(np.concatenate([sk, ek]))
     same = (bounds[1:] // span) == (bounds[:-1] // span)
     a, b = bounds[:-1][same], bounds[1:][same]
+    # a zero-length segment opens every thread, so the first call on it has a predecessor too
+    first = bounds[np.r_[True, ~same]]
+    a, b = np.concatenate([first, a]), np.concatenate([first, b])
+    o = np.lexsort((b > a, a))
+    a, b = a[o], b[o]
     # innermost event open at each segment start: the last one started, or its open ancestor
     cand = order[np.maximum(np.searchsorted(sk_sorted, a, side="right") - 1, 0)]
     cand = np.where(np.searchsorted(sk_sorted, a, side="right") > 0, cand, -1)
@@ -147,7 +152,7 @@ def _host_segments(host: pd.DataFrame, t0: int) -> pd.DataFrame:
     while len(todo):
         cand[todo] = parent_pos[cand[todo]]
         todo = todo[(cand[todo] >= 0) & (ek[np.maximum(cand[todo], 0)] <= a[todo])]
-    cand = np.where((cand >= 0) & (th[np.maximum(cand, 0)] == a // span), cand, -1)
+    cand = np.where((cand >= 0) & (th[np.maximum(cand, 0)] == a // span) & (b > a), cand, -1)
     del rank_of
     seg_thread = a // span
     return pd.DataFrame(
@@ -240,7 +245,10 @@ def _cross_edges(
     parts.append((src, dst, LAUNCH, latency))
     # launch start of every device node (its own start when the launch is not in the trace)
     launched_at = start.copy()
-    launched_at[dst] = end[src]
+    all_launched = np.flatnonzero(launch_row >= 0)
+    seg_all = first_segment(launch_row[all_launched])
+    found = seg_all >= 0
+    launched_at[dev_node[all_launched[found]]] = start[seg_all[found]]
 
     # sync edges: device work -> the last segment of a blocking call
     calls = blocking_calls(frames)

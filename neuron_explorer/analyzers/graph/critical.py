@@ -35,11 +35,13 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
     end = start + nodes["dur_ns"].to_numpy()
     rows = []
     if len(w) and (w["step"] != WHOLE_TRACE_STEP).any():
-        hn = np.flatnonzero(nodes["host_row"].to_numpy() >= 0)
-        hr = nodes["host_row"].to_numpy()[hn]
+        named = np.flatnonzero(nodes["host_row"].to_numpy() >= 0)
+        hr = nodes["host_row"].to_numpy()[named]
+        thread = pd.DataFrame(
+            {"rank": nodes["rank"].to_numpy()[named], "tid": graph.host["tid"].to_numpy()[hr], "chain": nodes["chain"].to_numpy()[named]}
+        ).drop_duplicates(["rank", "tid"])
+        hn = np.flatnonzero(~nodes["is_device"].to_numpy().astype(bool))  # host segments, gaps included
         chain = nodes["chain"].to_numpy()[hn]
-        thread = pd.DataFrame({"rank": nodes["rank"].to_numpy()[hn], "tid": graph.host["tid"].to_numpy()[hr], "chain": chain})
-        thread = thread.drop_duplicates(["rank", "tid"])
         wc = w.merge(thread, on=["rank", "tid"], how="left")
         ok = wc["chain"].notna().to_numpy()
         wc = wc[ok]
