@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "neuron_explorer.cli.ranks",
         "Cross-rank view of a converted run, rank by rank (process pool or Dask): the rank that delays the collectives.",
     ),
+    "whatif": (
+        "neuron_explorer.cli.whatif",
+        "Replay the run's dependency graph with edits: what the step time would be if ops got faster.",
+    ),
     "metrics": (
         "neuron_explorer.cli.metrics",
         "Export the analysis as Parquet tables for agents and notebooks (one file per metric family).",

@@ -1,0 +1,102 @@
+"""Replay the run's dependency graph with edits: what the step time would be if ops got faster.
+
+The graph (docs/whatif.md) links host threads, device streams, launches, synchronizing calls
+and cross-stream waits; replaying it unedited reproduces the run (the baseline error says how
+well) and the unexplained share says how much of each step's critical path is a gap no
+recorded dependency accounts for. Edits move everything that depends on what they change.
+
+  --scale PATTERN=FACTOR   ops and kernels whose name matches the regex PATTERN (with what
+                           is nested in those ops, and their kernels) take FACTOR x the time
+  --remove PATTERN         matching events take no time; matching synchronizing calls wait
+                           for nothing
+
+Examples:
+  neuron-explorer whatif trace.parquet
+  neuron-explorer whatif trace.json.gz --scale 'aten::mm=0.5'
+  neuron-explorer whatif trace.json.gz --remove cudaStreamSynchronize --format json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
+from neuron_explorer.analyzers.graph import Edits, whatif
+from neuron_explorer.cli._common import add_trace_argument, open_trace
+from neuron_explorer.trace.errors import AnalysisError
+
+
+def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    add_trace_argument(parser)
+    parser.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        metavar="PATTERN=FACTOR",
+        help="scale ops and kernels matching the regex PATTERN by FACTOR (repeatable)",
+    )
+    parser.add_argument(
+        "--remove", action="append", default=[], metavar="PATTERN", help="remove matching events or waits (repeatable)"
+    )
+    parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: text)")
+
+
+def edits_of(scale: list[str], remove: list[str]) -> Edits:
+    """The ``Edits`` of the command-line options (checked before any trace is read)."""
+    pairs = []
+    for item in scale:
+        pattern, sep, factor = item.rpartition("=")
+        try:
+            value = float(factor)
+        except ValueError:
+            value = float("nan")
+        if not sep or not pattern or not value >= 0 or value == float("inf"):
+            raise AnalysisError(f"--scale wants PATTERN=FACTOR with a factor >= 0, got {item!r}")
+        pairs.append((pattern, value))
+    edits = Edits(scale=tuple(pairs), remove=tuple(remove))
+    edits.patterns()  # a bad regex is reported now
+    return edits
+
+
+def run(args: argparse.Namespace) -> int:
+    edits = edits_of(args.scale, args.remove)
+    trace = open_trace(args.trace, quiet=args.format == "json")
+    result = whatif(TraceFrames(trace), edits)
+    result = {"source": str(args.trace), **result}
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        print(render_text(result))
+    return 0
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def render_text(r: dict[str, Any]) -> str:
+    lines = [f"{r['source']}: {r['nodes']:,} nodes, {r['edges']:,} cross edges"]
+    lines.append(
+        f"measured {_ms(r['measured_ns'])}, baseline replay {_ms(r['replayed_ns'])} "
+        f"(error {r['baseline_error_pct']:+.2f}%); critical path unexplained {r['unexplained_pct']:.1f}%, "
+        f"untraced host time {r['untraced_pct']:.1f}%"
+    )
+    if r.get("note"):
+        lines.append(f"note: {r['note']}")
+    edits = [f"scale {p}={f:g}" for p, f in r["edits"]["scale"]] + [f"remove {p}" for p in r["edits"]["remove"]]
+    if edits:
+        lines.append(
+            f"with {', '.join(edits)}: projected {_ms(r['projected_ns'])}, saving {_ms(r['saving_ns'])} "
+            f"({r['saving_pct']:.1f}%)"
+        )
+    lines.append("")
+    lines.append(f"{'rank':>4} {'step':>5} {'measured':>14} {'replayed':>14} {'error':>7} {'unexpl.':>7} {'projected':>14} {'saving':>14}")
+    for s in r["steps"]:
+        step = "-" if s["step"] == WHOLE_TRACE_STEP else str(s["step"])
+        lines.append(
+            f"{s['rank']:>4} {step:>5} {_ms(s['measured_ns']):>14} {_ms(s['replayed_ns']):>14} "
+            f"{s['baseline_error_pct']:>+6.2f}% {s['unexplained_pct']:>6.1f}% {_ms(s['projected_ns']):>14} {_ms(s['saving_ns']):>14}"
+        )
+    return "\n".join(lines)
