@@ -37,7 +37,7 @@ from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "2.2.0"
+ANALYSIS_SCHEMA_VERSION = "2.3.0"
 
 
 @dataclass
@@ -78,6 +78,8 @@ class Analysis:
     collective_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Per collective kernel: its instance, arrival, wait and the window of work before it.
     collective_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per (rank, step, category, op, kernel, source line): ns on the step's critical path (analyzers.graph).
+    critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -120,6 +122,7 @@ class Analysis:
                     "rank_steps",
                     "collectives",
                     "collective_sizes",
+                    "critical_path",
                 )
             },
         }
@@ -206,6 +209,7 @@ def analyze(
     a.collective_ranks = timed("collectives", ranks.collective_ranks, frames)
     a.collectives = ranks.collectives(a.collective_ranks)
     a.collective_sizes = ranks.bandwidth_by_size(a.collectives)
+    a.critical_path = timed("critical_path", _critical_path, frames)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
@@ -215,6 +219,15 @@ def analyze(
     a.timings_s = timings
     a.summary = _summary(trace, frames, a)
     return a
+
+
+def _critical_path(frames: TraceFrames) -> pd.DataFrame:
+    from neuron_explorer.analyzers.graph import critical_path_table
+
+    try:
+        return critical_path_table(frames)
+    except AnalysisError:  # nothing to build a graph from: no table, like the other empty ones
+        return pd.DataFrame()
 
 
 def _select_rules(registry: Mapping[str, Any], wanted: Iterable[str] | None) -> list[Any]:

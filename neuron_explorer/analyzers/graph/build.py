@@ -319,7 +319,7 @@ def _stream_wait_edges(frames: TraceFrames, nodes, host, launched_at, first_segm
     """``Stream Wait Event`` records: last work on the waited stream before the event record ->
     first work on the waiting stream after the wait call."""
     events = frames.trace.events
-    if "correlation_id" not in events.column_names:
+    if not {"correlation_id", "args"} <= set(events.column_names):  # (analyze reads without args)
         return []
     table = frames.trace.select([Kind.SYNC, Kind.RUNTIME], ["rank", "event_id", "kind", "name", "correlation_id", "args"])
     df = table.to_pandas()
