@@ -92,7 +92,9 @@ def render_text(r: dict[str, Any]) -> str:
             f"({r['saving_pct']:.1f}%)"
         )
     lines.append("")
-    lines.append(f"{'rank':>4} {'step':>5} {'measured':>14} {'replayed':>14} {'error':>7} {'unexpl.':>7} {'projected':>14} {'saving':>14}")
+    lines.append(
+        f"{'rank':>4} {'step':>5} {'measured':>14} {'replayed':>14} {'error':>7} {'unexpl.':>7} {'projected':>14} {'saving':>14}"
+    )
     for s in r["steps"]:
         step = "-" if s["step"] == WHOLE_TRACE_STEP else str(s["step"])
         lines.append(

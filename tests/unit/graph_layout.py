@@ -25,7 +25,9 @@ class Layout:
         self.rows.append({"event_id": eid, "rank": 0, "ph": "X", "step": 0, **row})
         return eid
 
-    def host(self, kind: str, name: str, start_us: float, end_us: float, parent: int | None = None, **extra: Any) -> int:
+    def host(
+        self, kind: str, name: str, start_us: float, end_us: float, parent: int | None = None, **extra: Any
+    ) -> int:
         op = extra.pop("op", None)
         if parent is None and kind != "step":  # top-level spans nest in the step, as recorded
             parent = next((r["event_id"] for r in self.rows if r["kind"] == "step"), None)
@@ -45,7 +47,16 @@ class Layout:
             **extra,
         )
 
-    def device(self, name: str, stream: int, start_us: float, end_us: float, launch: int | None, kind: str = "kernel", op: int | None = None) -> int:
+    def device(
+        self,
+        name: str,
+        stream: int,
+        start_us: float,
+        end_us: float,
+        launch: int | None,
+        kind: str = "kernel",
+        op: int | None = None,
+    ) -> int:
         return self._add(
             kind=kind,
             category=kind,
@@ -62,14 +73,31 @@ class Layout:
         )
 
     def stream_wait(self, at_us: float, waited: int, waiting: int, record_corr: int, corr: int) -> int:
-        args = {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": waited, "stream": waiting,
-                "wait_on_cuda_event_record_corr_id": record_corr, "correlation": corr}
-        return self._add(kind="sync", category="cuda_sync", name="Stream Wait Event", device_type="cuda", device=0,
-                         pid=0, tid=waiting, start_ns=BASE_NS + int(at_us * US), dur_ns=US,
-                         correlation_id=corr, args=json.dumps(args))
+        args = {
+            "cuda_sync_kind": "Stream Wait Event",
+            "wait_on_stream": waited,
+            "stream": waiting,
+            "wait_on_cuda_event_record_corr_id": record_corr,
+            "correlation": corr,
+        }
+        return self._add(
+            kind="sync",
+            category="cuda_sync",
+            name="Stream Wait Event",
+            device_type="cuda",
+            device=0,
+            pid=0,
+            tid=waiting,
+            start_ns=BASE_NS + int(at_us * US),
+            dur_ns=US,
+            correlation_id=corr,
+            args=json.dumps(args),
+        )
 
     def trace(self) -> Trace:
         rows = sorted(self.rows, key=lambda r: (r["start_ns"], -r["dur_ns"]))
-        return Trace(conform(pa.Table.from_pylist(self.rows, schema=EVENTS_SCHEMA)), {"rank": 0}) if rows else Trace(
-            conform(pa.Table.from_pylist([], schema=EVENTS_SCHEMA))
+        return (
+            Trace(conform(pa.Table.from_pylist(self.rows, schema=EVENTS_SCHEMA)), {"rank": 0})
+            if rows
+            else Trace(conform(pa.Table.from_pylist([], schema=EVENTS_SCHEMA)))
         )

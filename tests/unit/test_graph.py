@@ -44,7 +44,13 @@ def test_critical_path_runs_through_the_gemm_and_the_sync_and_sums_to_the_step()
     by = cp.groupby("category")["ns"].sum().to_dict()
     # mm's 2 us before its launch, 3 us launch latency, the 100 us gemm, the sync's 5 us tail,
     # relu's 10 us, 10 us untraced at the end of the step
-    assert by == {"host_launch": 12 * US, "launch_latency": 3 * US, "compute": 100 * US, "host_blocked": 5 * US, "untraced": 10 * US}
+    assert by == {
+        "host_launch": 12 * US,
+        "launch_latency": 3 * US,
+        "compute": 100 * US,
+        "host_blocked": 5 * US,
+        "untraced": 10 * US,
+    }
     assert cp["ns"].sum() == 130 * US
     gemm = cp[(cp["kernel"] == "gemm") & (cp["category"] == "compute")]
     assert gemm["op"].tolist() == ["aten::mm"] and gemm["ns"].tolist() == [100 * US]
@@ -121,8 +127,14 @@ def test_graph_internal_gaps_are_unexplained_and_reported():
     by = cp.groupby("category")["ns"].sum().to_dict()
     # 2 us of replay before the launch, 8 us latency, 3 x 10 us kernels, 2 x 5 us gaps, the
     # sync's 5 us tail, 5 us untraced at the end
-    assert by == {"host_launch": 2 * US, "launch_latency": 8 * US, "compute": 30 * US, "unexplained": 10 * US,
-                  "host_blocked": 5 * US, "untraced": 5 * US}
+    assert by == {
+        "host_launch": 2 * US,
+        "launch_latency": 8 * US,
+        "compute": 30 * US,
+        "unexplained": 10 * US,
+        "host_blocked": 5 * US,
+        "untraced": 5 * US,
+    }
     assert s["unexplained_pct"] == pytest.approx(100 * 10 / 60)
 
 

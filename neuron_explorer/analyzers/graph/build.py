@@ -259,7 +259,9 @@ def _cross_edges(
     wait_nodes = np.flatnonzero((host_row >= 0) & nodes["blocking_end"].to_numpy())
     wait_nodes = wait_nodes[blocking[host_row[wait_nodes]]]
     if len(wait_nodes) and len(device):
-        parts.extend(_sync_edges(nodes, host, device, wait_nodes, first_segment, launched_at, launch_row, dev_node, end))
+        parts.extend(
+            _sync_edges(nodes, host, device, wait_nodes, first_segment, launched_at, launch_row, dev_node, end)
+        )
     parts.extend(_stream_wait_edges(frames, nodes, host, launched_at, first_segment))
     if not parts:
         parts.append((np.zeros(0, np.int64),) * 2 + (LAUNCH, np.zeros(0, np.int64)))  # type: ignore[arg-type]
@@ -321,14 +323,34 @@ def _stream_wait_edges(frames: TraceFrames, nodes, host, launched_at, first_segm
     events = frames.trace.events
     if not {"correlation_id", "args"} <= set(events.column_names):  # (analyze reads without args)
         return []
-    table = frames.trace.select([Kind.SYNC, Kind.RUNTIME], ["rank", "event_id", "kind", "name", "correlation_id", "args"])
-    df = table.to_pandas()
-    waits = df[(df["kind"].astype(str) == Kind.SYNC) & (df["name"].astype(str) == "Stream Wait Event")]
+    sync = frames.trace.select([Kind.SYNC], ["rank", "name", "correlation_id", "args"]).to_pandas()
+    waits = sync[sync["name"].astype(str) == "Stream Wait Event"]
     if not len(waits):
         return []
-    rt = df[df["kind"].astype(str) == Kind.RUNTIME]
-    corr_to_event = dict(zip(zip(rt["rank"], rt["correlation_id"]), rt["event_id"]))
-    hpos = {(int(r), int(e)): i for i, (r, e) in enumerate(zip(host["rank"], host["event_id"]))} if len(waits) else {}
+    parsed = []
+    for args in waits["args"]:  # one per recorded wait: few, and only their own args are read
+        try:
+            a = json.loads(args) if isinstance(args, str) else {}
+        except ValueError:
+            a = {}
+        a = a if isinstance(a, dict) else {}
+        parsed.append([_int(a.get(k)) for k in ("wait_on_cuda_event_record_corr_id", "wait_on_stream", "stream")])
+    info = np.array(parsed, np.int64).reshape(-1, 3)
+    wrank = waits["rank"].to_numpy().astype(np.int64)
+    rt = frames.trace.select([Kind.RUNTIME], ["rank", "event_id", "correlation_id"]).to_pandas()
+    rt = rt[rt["correlation_id"].notna()].drop_duplicates(["rank", "correlation_id"])  # (one call per id)
+    rt_rank = rt["rank"].to_numpy().astype(np.int64)
+    rt_key = ukey(rt_rank, rt["correlation_id"].fillna(-1).to_numpy().astype(np.int64))
+    rt_event = rt["event_id"].to_numpy().astype(np.int64)
+    hkey = ukey(host["rank"].to_numpy(), host["event_id"].to_numpy())
+
+    def host_row_of_corr(corr: np.ndarray) -> np.ndarray:
+        pos = lookup(rt_key, ukey(wrank, corr))
+        ev = np.where(pos >= 0, rt_event[np.maximum(pos, 0)], -1)
+        return lookup(hkey, ukey(wrank, ev))
+
+    rec_seg = first_segment(host_row_of_corr(info[:, 0]))
+    call_seg = first_segment(host_row_of_corr(waits["correlation_id"].fillna(-1).to_numpy().astype(np.int64)))
     is_dev = nodes["is_device"].to_numpy()
     src, dst = [], []
     streams = {}
@@ -337,37 +359,32 @@ def _stream_wait_edges(frames: TraceFrames, nodes, host, launched_at, first_segm
         members = np.flatnonzero(nodes["chain"].to_numpy() == c)
         streams[c] = (members, np.maximum.accumulate(launched_at[members]))
     device = frames.device
-    chain_of_stream = {}
     dn = nodes[is_dev]
     rows = dn["device_row"].to_numpy()
-    for c, r, d, s in zip(dn["chain"], device["rank"].to_numpy()[rows], device["device"].to_numpy()[rows], device["stream"].to_numpy()[rows]):
-        chain_of_stream[(int(r), int(s))] = int(c)
+    pairs = pd.DataFrame(
+        {"rank": device["rank"].to_numpy()[rows], "stream": device["stream"].to_numpy()[rows], "chain": dn["chain"]}
+    ).drop_duplicates(["rank", "stream"])
+    chain_of_stream = {(int(r), int(s)): int(c) for r, s, c in zip(pairs["rank"], pairs["stream"], pairs["chain"])}
     start = nodes["start_ns"].to_numpy()
-    for rank, corr, args in zip(waits["rank"], waits["correlation_id"], waits["args"]):  # one per recorded wait: few
-        try:
-            a = json.loads(args) if isinstance(args, str) else {}
-        except ValueError:
-            continue
-        rec = corr_to_event.get((rank, a.get("wait_on_cuda_event_record_corr_id")))
-        call = corr_to_event.get((rank, corr))
-        waited = chain_of_stream.get((int(rank), int(a.get("wait_on_stream", -1))))
-        waiting = chain_of_stream.get((int(rank), int(a.get("stream", -1))))
-        if rec is None or call is None or waited is None or waiting is None:
-            continue
-        rec_seg = first_segment(np.array([hpos.get((int(rank), int(rec)), -1)]))
-        call_seg = first_segment(np.array([hpos.get((int(rank), int(call)), -1)]))
-        if rec_seg[0] < 0 or call_seg[0] < 0:
+    for k in range(len(waits)):  # one per recorded wait: few
+        waited = chain_of_stream.get((int(wrank[k]), int(info[k, 1])))
+        waiting = chain_of_stream.get((int(wrank[k]), int(info[k, 2])))
+        if waited is None or waiting is None or rec_seg[k] < 0 or call_seg[k] < 0:
             continue
         m, lt = streams[waited]
-        i = np.searchsorted(lt, start[rec_seg[0]], side="left") - 1
+        i = np.searchsorted(lt, start[rec_seg[k]], side="left") - 1
         m2, lt2 = streams[waiting]
-        j = np.searchsorted(lt2, start[call_seg[0]], side="left")
+        j = np.searchsorted(lt2, start[call_seg[k]], side="left")
         if i >= 0 and j < len(m2):
             src.append(m[i])
             dst.append(m2[j])
     if not src:
         return []
     return [(np.array(src), np.array(dst), STREAM_WAIT, np.zeros(len(src), np.int64))]
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and -(1 << 62) < value < 1 << 62 else -1
 
 
 def _adjust_blocking_starts(nodes: pd.DataFrame, edges: pd.DataFrame) -> None:
@@ -475,7 +492,11 @@ def _describe(
         cat[cpu] = "compute"
         category[is_h] = cat
         name[is_h] = hname[rows]
-        own_op = np.where(hkind == Kind.CPU_OP, np.arange(len(host)), lookup(hkey, ukey(host["rank"].to_numpy(), host["op_id"].to_numpy())))
+        own_op = np.where(
+            hkind == Kind.CPU_OP,
+            np.arange(len(host)),
+            lookup(hkey, ukey(host["rank"].to_numpy(), host["op_id"].to_numpy())),
+        )
         op_of_row = np.where(own_op >= 0, hname[np.maximum(own_op, 0)], "")
         op[is_h] = op_of_row[rows]
         src_file[is_h] = hfile[rows]
@@ -487,7 +508,11 @@ def _describe(
         dname = _strings(device["name"])[rows]
         name[is_d] = dname
         kernel[is_d] = dname
-        opos = lookup(hkey, ukey(device["rank"].to_numpy()[rows], device["op_id"].to_numpy()[rows])) if len(host) else np.full(len(rows), -1)
+        opos = (
+            lookup(hkey, ukey(device["rank"].to_numpy()[rows], device["op_id"].to_numpy()[rows]))
+            if len(host)
+            else np.full(len(rows), -1)
+        )
         op[is_d] = np.where(opos >= 0, hname[np.maximum(opos, 0)] if len(host) else "", "")
         src_file[is_d] = _strings(device["src_file"])[rows]
         src_line[is_d] = device["src_line"].to_numpy()[rows]

@@ -38,7 +38,11 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
         named = np.flatnonzero(nodes["host_row"].to_numpy() >= 0)
         hr = nodes["host_row"].to_numpy()[named]
         thread = pd.DataFrame(
-            {"rank": nodes["rank"].to_numpy()[named], "tid": graph.host["tid"].to_numpy()[hr], "chain": nodes["chain"].to_numpy()[named]}
+            {
+                "rank": nodes["rank"].to_numpy()[named],
+                "tid": graph.host["tid"].to_numpy()[hr],
+                "chain": nodes["chain"].to_numpy()[named],
+            }
         ).drop_duplicates(["rank", "tid"])
         hn = np.flatnonzero(~nodes["is_device"].to_numpy().astype(bool))  # host segments, gaps included
         chain = nodes["chain"].to_numpy()[hn]
@@ -61,7 +65,9 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
         e_node = find(ekey, wchain * (1 << 42) + we, "right")
         b_node = find(ekey, wchain * (1 << 42) + ws, "right")
         s_node = find(skey, wchain * (1 << 42) + ws, "left")
-        r0 = np.where(b_node >= 0, rep.end[np.maximum(b_node, 0)], np.where(s_node >= 0, rep.start[np.maximum(s_node, 0)], ws))
+        r0 = np.where(
+            b_node >= 0, rep.end[np.maximum(b_node, 0)], np.where(s_node >= 0, rep.start[np.maximum(s_node, 0)], ws)
+        )
         m = e_node >= 0
         for r, step, a, b, c, d, e in zip(
             wc["rank"].to_numpy()[m], wc["step"].to_numpy()[m], ws[m], we[m], r0[m], rep.end[e_node[m]], e_node[m]
@@ -90,7 +96,9 @@ def _path(binding: list[int], start: list[int], end_node: int, t_start: int) -> 
     return out
 
 
-def _composition(graph: Graph, rep: Replay, path: list[int], t0: int, t1: int, cols: dict[str, np.ndarray]) -> pd.DataFrame:
+def _composition(
+    graph: Graph, rep: Replay, path: list[int], t0: int, t1: int, cols: dict[str, np.ndarray]
+) -> pd.DataFrame:
     nodes = graph.nodes
     p = np.asarray(path[::-1], np.int64)  # earliest first
     # per node on the path: the edge into it from the previous path node
@@ -160,7 +168,12 @@ def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame) -> pd.DataFrame
         comp = _composition(graph, rep, _path(binding, start, int(node), int(s)), int(s), int(e), cols)
         parts.append(comp.assign(rank=int(r), step=int(step)))
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "ns") else "object") for c in CRITICAL_PATH_COLUMNS})
+        return pd.DataFrame(
+            {
+                c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "ns") else "object")
+                for c in CRITICAL_PATH_COLUMNS
+            }
+        )
     df = pd.concat(parts, ignore_index=True)
     keys = list(CRITICAL_PATH_COLUMNS[:-1])
     out = df.groupby(keys, sort=False, dropna=False)["ns"].sum().reset_index()
@@ -211,7 +224,7 @@ def replay_summary(frames: TraceFrames, edits: Edits | None = None) -> dict[str,
         "saving_pct": _pct(tot["saving_ns"], tot["replayed_ns"]),
         "has_steps": bool(len(win) and (win["step"] != WHOLE_TRACE_STEP).any()),
         "nodes": graph.num_nodes,
-        "edges": int(len(graph.edges)),
+        "edges": len(graph.edges),
         "replay_rounds": int(edited.rounds),
         "within_tolerance": worst <= BASELINE_TOLERANCE_PCT,
         "steps": steps,
@@ -227,7 +240,10 @@ def replay_summary(frames: TraceFrames, edits: Edits | None = None) -> dict[str,
 def whatif(frames: TraceFrames, edits: Edits | None = None) -> dict[str, Any]:
     """``replay_summary`` with the edits and the critical path of the edited replay."""
     summary = replay_summary(frames, edits)
-    summary["edits"] = {"scale": [list(s) for s in (edits.scale if edits else ())], "remove": list(edits.remove if edits else ())}
+    summary["edits"] = {
+        "scale": [list(s) for s in (edits.scale if edits else ())],
+        "remove": list(edits.remove if edits else ()),
+    }
     return summary
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.graph.build import _NEG, SYNC, Graph
 from neuron_explorer.analyzers.context import lookup, ukey
+from neuron_explorer.analyzers.graph.build import _NEG, SYNC, Graph
 from neuron_explorer.trace.errors import AnalysisError
 
 #: more rounds than this means the graph has a cycle (inconsistent clocks): refuse, do not guess
