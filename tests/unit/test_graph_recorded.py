@@ -1,9 +1,10 @@
 """A real torch.profiler capture on the CPU: ``whatif --scale`` on the heaviest op predicts the
 saving that a run with that op doing half the work actually measures.
 
-The heavy op is ``torch.mm``: a full step calls it 8 times, a cheaper step 4 times on the same
-operands (half the matmul work at the same cost per call: a smaller matrix would change the
-cache behaviour and with it the cost per flop, which is not what the replay is asked). On a
+The heavy op is ``torch.mm``: a full step calls it 4 times, a cheaper step twice on the same
+operands, each call right after the same small ops in both (half the matmul work at the same
+cost per call: a smaller matrix, or calls back to back, would change the cache behaviour and
+with it the cost per flop, which is not what the replay is asked). On a
 shared 2-core machine, separate recordings seconds apart differ by more than 15% from load
 alone (measured: the same script's step time moved 2.5x between runs), so the cheaper run is
 recorded interleaved with the full one, step by step, in one capture: even steps full, odd
@@ -24,26 +25,27 @@ from neuron_explorer.analyzers.graph import Edits, replay_summary
 torch = pytest.importorskip("torch")
 
 STEPS = 60  # 30 full, 30 cheaper
-MM_CALLS = {0: 8, 1: 4}  # by step parity
+MM_CALLS = {0: 4, 1: 2}  # by step parity
 
 
 def record(out: Path) -> None:
     from torch.profiler import ProfilerActivity, profile, schedule
 
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(256, 384, generator=g)
-    b = torch.randn(384, 512, generator=g)
-    c = torch.randn(192, 192, generator=g)
+    a = torch.randn(128, 1024, generator=g)  # b (4 MiB) exceeds the caches in both runs alike
+    b = torch.randn(1024, 1024, generator=g)
+    c = torch.randn(128, 128, generator=g)
     with profile(
         activities=[ProfilerActivity.CPU],
         schedule=schedule(wait=1, warmup=1, active=STEPS),
         on_trace_ready=lambda p: p.export_chrome_trace(str(out)),
     ) as prof:
         for i in range(STEPS + 2):
-            for _ in range(MM_CALLS[i % 2]):  # the heavy op (ProfilerStep#i is step i)
-                torch.mm(a, b)
-            for _ in range(6):  # the rest of the step: small GEMMs and elementwise ops
-                z = torch.relu(torch.addmm(c, c, c))
+            every = 4 // MM_CALLS[i % 2]  # ProfilerStep#i is step i
+            for k in range(4):
+                if k % every == 0:  # the heavy op, each call right after the same small ops
+                    torch.mm(a, b)
+                z = torch.relu(torch.addmm(c, c, c))  # the rest of the step: the same in both
             float(z.sum())
             prof.step()
 
@@ -76,8 +78,8 @@ def _mm_calls_per_step(path: Path) -> dict[int, int]:
 
 def test_scaling_the_heaviest_op_predicts_the_measured_saving(recording):
     calls = _mm_calls_per_step(recording)
-    full_steps = {s for s, n in calls.items() if n == 8}
-    half_steps = {s for s, n in calls.items() if n == 4}
+    full_steps = {s for s, n in calls.items() if n == MM_CALLS[0]}
+    half_steps = {s for s, n in calls.items() if n == MM_CALLS[1]}
     assert len(full_steps) >= 25 and len(half_steps) >= 25  # the capture holds what the script did
     baseline = _steps(recording)
     assert all(abs(s["baseline_error_pct"]) <= 2.0 for s in baseline)
