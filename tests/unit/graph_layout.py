@@ -29,6 +29,7 @@ class Layout:
         self, kind: str, name: str, start_us: float, end_us: float, parent: int | None = None, **extra: Any
     ) -> int:
         op = extra.pop("op", None)
+        tid = extra.pop("tid", 1)
         if parent is None and kind != "step":  # top-level spans nest in the step, as recorded
             parent = next((r["event_id"] for r in self.rows if r["kind"] == "step"), None)
         return self._add(
@@ -37,7 +38,7 @@ class Layout:
             name=name,
             device_type="cpu",
             pid=1,
-            tid=1,
+            tid=tid,
             start_ns=BASE_NS + int(start_us * US),
             dur_ns=int((end_us - start_us) * US),
             parent_id=parent,

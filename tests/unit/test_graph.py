@@ -161,3 +161,24 @@ def test_a_bad_pattern_or_factor_is_a_typed_error():
         summary(two_streams(), Edits(scale=(("(", 0.5),)))
     with pytest.raises(AnalysisError):
         summary(two_streams(), Edits(scale=(("gemm", -1.0),)))
+
+
+def backward_thread() -> Layout:
+    """The main thread runs forward (100 us), then waits inside backward while the autograd
+    thread (idle until then) runs the backward op (170 us, starting 10 us after the hand-off);
+    the main thread returns 10 us after it, and the step ends 10 us later."""
+    t = Layout()
+    t.host("step", "ProfilerStep#0", 0, 300)
+    t.host("cpu_op", "forward", 0, 100)
+    t.host("annotation", "backward", 100, 290)
+    t.host("cpu_op", "autograd_thread_start", 0, 1, tid=2)
+    t.host("cpu_op", "bwd", 110, 280, tid=2)
+    return t
+
+
+def test_a_thread_hand_off_carries_edits_both_ways():
+    assert summary(backward_thread())["replayed_ns"] == 300 * US
+    # forward 0..50: the autograd thread resumes at 60, bwd 60..230, main returns at 240, end 250
+    assert summary(backward_thread(), Edits(scale=(("^forward$", 0.5),)))["saving_ns"] == 50 * US
+    # bwd 110..195: main returns at 205, the step ends at 215
+    assert summary(backward_thread(), Edits(scale=(("^bwd$", 0.5),)))["saving_ns"] == 85 * US

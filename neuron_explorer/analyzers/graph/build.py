@@ -44,8 +44,13 @@ from neuron_explorer.trace.schema import Kind
 #: A device event starting up to this long after its launch call began is launch latency
 #: (modelled); a longer wait that no stream predecessor explains is unexplained.
 LAUNCH_LATENCY_MAX_NS = 20_000
-EDGE_KINDS = ("launch", "sync", "stream_wait")
-LAUNCH, SYNC, STREAM_WAIT = 0, 1, 2
+EDGE_KINDS = ("launch", "sync", "stream_wait", "thread_handoff")
+LAUNCH, SYNC, STREAM_WAIT, HANDOFF = 0, 1, 2, 3
+#: a host segment at least this long, ending at most ``HANDOFF_LAG_NS`` after another thread of
+#: its rank finished its work and went idle, waited for that thread (``loss.backward()`` on the
+#: main thread while the autograd engine's thread runs the backward ops)
+HANDOFF_MIN_NS = 100_000
+HANDOFF_LAG_NS = 500_000
 #: synchronize calls that wait for every stream of the device
 DEVICE_WIDE_SYNC = re.compile(r"(?:Device|Ctx|Thread|Context)Synchroni[sz]e", re.I)
 _NEG = np.iinfo(np.int64).min // 4
@@ -263,6 +268,7 @@ def _cross_edges(
             _sync_edges(nodes, host, device, wait_nodes, first_segment, launched_at, launch_row, dev_node, end)
         )
     parts.extend(_stream_wait_edges(frames, nodes, host, launched_at, first_segment))
+    parts.extend(_handoff_edges(nodes, end))
     if not parts:
         parts.append((np.zeros(0, np.int64),) * 2 + (LAUNCH, np.zeros(0, np.int64)))  # type: ignore[arg-type]
     src = np.concatenate([p[0] for p in parts]).astype(np.int64)
@@ -383,6 +389,67 @@ def _stream_wait_edges(frames: TraceFrames, nodes, host, launched_at, first_segm
     return [(np.array(src), np.array(dst), STREAM_WAIT, np.zeros(len(src), np.int64))]
 
 
+def _handoff_edges(nodes: pd.DataFrame, end: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, int, np.ndarray]]:
+    """Another thread's last work before it goes idle -> a long segment of this thread that
+    ends just after it (see ``HANDOFF_MIN_NS``): the one thread handed work to the other and
+    waited for it. The segment's time before that end becomes the wait, carried by the edge."""
+    hr = nodes["host_row"].to_numpy()
+    host_nodes = np.flatnonzero(~nodes["is_device"].to_numpy().astype(bool))
+    if not len(host_nodes):
+        return []
+    chain = nodes["chain"].to_numpy()
+    rank = nodes["rank"].to_numpy()
+    dur = nodes["dur_ns"].to_numpy()
+    start = nodes["start_ns"].to_numpy()
+    # a thread's work that is followed by idleness: the next segment is untraced (a gap) or none
+    nxt_gap = np.ones(len(nodes), bool)
+    nxt_gap[:-1] = (chain[1:] != chain[:-1]) | (hr[1:] < 0)
+    finishing = host_nodes[(hr[host_nodes] >= 0) & nxt_gap[host_nodes] & (dur[host_nodes] > 0)]
+    waiting = host_nodes[(hr[host_nodes] >= 0) & (dur[host_nodes] >= HANDOFF_MIN_NS)]
+    if not len(finishing) or not len(waiting):
+        return []
+    # the hand-off's start: the other thread's first work after idleness begins at most
+    # HANDOFF_LAG_NS after the waiting segment began; its idle gap stretches (length 0 in the
+    # model: the wait is the edge's), so the work moves when the thread that hands it over does
+    src, dst = [], []
+    gap_before = np.zeros(len(nodes), bool)
+    gap_before[1:] = (chain[1:] == chain[:-1]) & (hr[:-1] < 0) & (dur[:-1] > 0)
+    resuming = host_nodes[(hr[host_nodes] >= 0) & gap_before[host_nodes]]
+    idle = np.zeros(len(nodes), bool)
+    helper = np.full(len(nodes), -1, np.int64)  # per waiting segment: the thread it handed work to
+    head = nodes["head"].to_numpy()
+    for c in np.unique(chain[waiting]):  # one pass per thread: a handful
+        w = waiting[(chain[waiting] == c) & ~head[waiting]]
+        r = resuming[(chain[resuming] != c) & (rank[resuming] == rank[w[0]])] if len(w) else resuming[:0]
+        if not len(r):
+            continue
+        w = w[np.argsort(start[w], kind="stable")]
+        pos = np.searchsorted(start[w], start[r], side="right") - 1
+        cand = w[np.maximum(pos, 0)]
+        ok = (pos >= 0) & (start[r] - start[cand] <= HANDOFF_LAG_NS) & (start[r] < end[cand])
+        src.append(cand[ok] - 1)  # the segment that ends where the waiting one begins
+        dst.append(r[ok])
+        idle[r[ok] - 1] = True
+        helper[cand[ok]] = chain[r[ok]]
+    # the hand-off's end: the waiting segment ends at most HANDOFF_LAG_NS after that thread's
+    # last work before it goes idle again
+    for c in np.unique(helper[helper >= 0]):
+        w = np.flatnonzero(helper == c)
+        f = finishing[chain[finishing] == c]
+        if not len(f):
+            continue
+        pos = np.searchsorted(end[f], end[w], side="right") - 1  # (f: one chain, ends ascend)
+        cand = f[np.maximum(pos, 0)]
+        ok = (pos >= 0) & (end[cand] > start[w]) & (end[w] - end[cand] <= HANDOFF_LAG_NS)
+        src.append(cand[ok])
+        dst.append(w[ok])
+    if not src:
+        return []
+    nodes.loc[idle, "dur_ns"] = 0  # (the idle gaps before handed-over work)
+    s_, d_ = np.concatenate(src), np.concatenate(dst)
+    return [(s_, d_, HANDOFF, np.zeros(len(s_), np.int64))]
+
+
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and -(1 << 62) < value < 1 << 62 else -1
 
@@ -390,7 +457,7 @@ def _int(value: object) -> int:
 def _adjust_blocking_starts(nodes: pd.DataFrame, edges: pd.DataFrame) -> None:
     """A blocking call's last segment starts, in the model, when the work it waits for ends:
     the segment before that is the wait itself, carried by the sync edge."""
-    sync = edges[edges["kind"] == SYNC]
+    sync = edges[edges["kind"].isin([SYNC, HANDOFF])]
     if not len(sync):
         return
     start = nodes["start_ns"].to_numpy().copy()
