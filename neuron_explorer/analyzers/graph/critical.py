@@ -97,8 +97,10 @@ def _path(binding: list[int], start: list[int], end_node: int, t_start: int) -> 
 
 
 def _composition(
-    graph: Graph, rep: Replay, path: list[int], t0: int, t1: int, cols: dict[str, np.ndarray]
-) -> pd.DataFrame:
+    graph: Graph, rep: Replay, path: list[int], t0: int, t1: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of one step's critical path: the node each is shown under (-1: none), its
+    label (-1: the node's category) and its ns inside the window."""
     nodes = graph.nodes
     p = np.asarray(path[::-1], np.int64)  # earliest first
     # per node on the path: the edge into it from the previous path node
@@ -119,37 +121,29 @@ def _composition(
     a = np.empty(3 * k - 2, np.int64)
     b = np.empty_like(a)
     who = np.empty_like(a)  # the node whose op / kernel / line the piece is shown under
-    label = np.empty(len(a), dtype=object)
-    a[0], b[0], who[0], label[0] = rep.start[p[0]], rep.end[p[0]], p[0], None
+    a[0], b[0], who[0] = rep.start[p[0]], rep.end[p[0]], p[0]
     idx = np.arange(1, k)
     a[3 * idx - 2], b[3 * idx - 2] = gap_start, modelled_end
     a[3 * idx - 1], b[3 * idx - 1] = modelled_end, np.maximum(gap_end, modelled_end)
     a[3 * idx], b[3 * idx] = rep.start[p[1:]], rep.end[p[1:]]
     who[3 * idx - 2] = who[3 * idx - 1] = who[3 * idx] = p[1:]
-    label[3 * idx - 2] = np.where(launch, "launch_latency", "unexplained")
-    label[3 * idx - 1] = "unexplained"
-    label[3 * idx] = None
     prev = np.maximum.accumulate(np.r_[t0, b[:-1]])
     lo = np.maximum(a, np.maximum(prev, t0))
     hi = np.minimum(b, t1)
     ns = np.maximum(hi - lo, 0)
-    cat = cols["category"][who].copy()
-    has_label = np.array([x is not None for x in label])
-    cat[has_label] = label[has_label]
-    df = pd.DataFrame(
-        {
-            "category": cat,
-            "op": cols["op"][who],
-            "kernel": cols["kernel"][who],
-            "src_file": cols["src_file"][who],
-            "src_line": cols["src_line"][who],
-            "ns": ns,
-        }
-    )
+    # label: -1 = the node's own category, else LAUNCH_LABEL / UNEXPLAINED_LABEL
+    code = np.full(len(a), -1, np.int64)
+    code[3 * idx - 2] = np.where(launch, LAUNCH_LABEL, UNEXPLAINED_LABEL)
+    code[3 * idx - 1] = UNEXPLAINED_LABEL
     rest = (t1 - t0) - int(ns.sum())
-    if rest:
-        df.loc[len(df)] = ["unexplained", "", "", "", -1, rest]
-    return df[df["ns"] != 0]
+    if rest:  # the part of the window the chain does not reach (shown under no node)
+        who, code, ns = np.r_[who, -1], np.r_[code, UNEXPLAINED_LABEL], np.r_[ns, rest]
+    keep = ns != 0
+    return who[keep], code[keep], ns[keep]
+
+
+LAUNCH_LABEL, UNEXPLAINED_LABEL = 0, 1
+_EDGE_LABELS = ("launch_latency", "unexplained")
 
 
 def critical_path_table(frames: TraceFrames, edits: Edits | None = None) -> pd.DataFrame:
@@ -163,10 +157,9 @@ def critical_path_table(frames: TraceFrames, edits: Edits | None = None) -> pd.D
 def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame) -> pd.DataFrame:
     parts = []
     binding, start = rep.binding.tolist(), rep.start.tolist()
-    cols = {c: graph.nodes[c].to_numpy() for c in ("category", "op", "kernel", "src_file", "src_line")}
     for r, step, s, e, node in zip(win["rank"], win["step"], win["replay_start"], win["replay_end"], win["end_node"]):
-        comp = _composition(graph, rep, _path(binding, start, int(node), int(s)), int(s), int(e), cols)
-        parts.append(comp.assign(rank=int(r), step=int(step)))
+        who, code, ns = _composition(graph, rep, _path(binding, start, int(node), int(s)), int(s), int(e))
+        parts.append((np.full(len(ns), int(r)), np.full(len(ns), int(step)), who, code, ns))
     if not parts:
         return pd.DataFrame(
             {
@@ -174,9 +167,24 @@ def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame) -> pd.DataFrame
                 for c in CRITICAL_PATH_COLUMNS
             }
         )
-    df = pd.concat(parts, ignore_index=True)
+    rank, step, who, code, ns = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    # group on integer codes (one per distinct text), decode the grouped rows only
+    nodes = graph.nodes
+    text = {}
+    codes = {}
+    for c in ("category", "op", "kernel", "src_file"):
+        k, uniq = pd.factorize(nodes[c].to_numpy())
+        codes[c] = np.r_[k, len(uniq)][who]  # who == -1: the appended ''
+        text[c] = np.append(np.asarray(uniq, dtype=object), np.array([""], dtype=object))
+    n_cat = len(text["category"])
+    codes["category"] = np.where(code >= 0, n_cat + code, codes["category"])
+    text["category"] = np.append(text["category"], np.array(_EDGE_LABELS, dtype=object))
+    line = np.r_[nodes["src_line"].to_numpy(), -1][who]
+    df = pd.DataFrame({"rank": rank, "step": step, **{c: codes[c] for c in codes}, "src_line": line, "ns": ns})
     keys = list(CRITICAL_PATH_COLUMNS[:-1])
-    out = df.groupby(keys, sort=False, dropna=False)["ns"].sum().reset_index()
+    out = df.groupby(keys, sort=False)["ns"].sum().reset_index()
+    for c in ("category", "op", "kernel", "src_file"):
+        out[c] = text[c][out[c].to_numpy()]
     out = out.sort_values(["rank", "step", "ns"], ascending=[True, True, False], kind="stable").reset_index(drop=True)
     return out[list(CRITICAL_PATH_COLUMNS)]
 
