@@ -52,6 +52,14 @@ def plain(value: Any) -> Any:
     return value
 
 
+def clamp_offset(offset: int | None) -> int:
+    if offset is None:
+        return 0
+    if offset < 0:
+        raise ToolInputError(f"offset must be 0 or more, not {offset}")
+    return int(offset)
+
+
 def clamp_limit(limit: int, default: int = 20) -> int:
     if limit is None:
         return default
@@ -68,16 +76,18 @@ def _sorted(df: pd.DataFrame, sort_by: str, table: str) -> pd.DataFrame:
 
 
 def _table_answer(
-    served: ServedTrace, table: str, df: pd.DataFrame, limit: int, sort_by: str, **extra: Any
+    served: ServedTrace, table: str, df: pd.DataFrame, limit: int, sort_by: str, offset: int = 0, **extra: Any
 ) -> dict[str, Any]:
     rows = _sorted(df, sort_by, table)
+    offset = clamp_offset(offset)
     return {
         "trace": served.name,
         "table": table,
         "sort_by": sort_by,
         **extra,
         "total_rows": len(df),
-        "rows": records(rows, limit),
+        "offset": offset,
+        "rows": records(rows.iloc[offset:], limit),
         "units": UNITS_NOTE,
     }
 
@@ -108,7 +118,7 @@ def trace_summary(served: ServedTrace) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ findings
 def findings(
-    served: ServedTrace, min_severity: str = "info", rules: list[str] | None = None, limit: int = 20
+    served: ServedTrace, min_severity: str = "info", rules: list[str] | None = None, limit: int = 20, offset: int = 0
 ) -> dict[str, Any]:
     from neuron_explorer.analyzers.finding import SEVERITIES
 
@@ -127,13 +137,15 @@ def findings(
         selected = [f for f in selected if f.rule_id in wanted]
     limit = clamp_limit(limit)
     where = _locations(a)
-    shown = [plain(f.to_dict()) for f in selected[:limit]]
+    offset = clamp_offset(offset)
+    shown = [plain(f.to_dict()) for f in selected[offset : offset + limit]]
     for f in shown:
         for sl in f.get("source_lines") or []:
             sl["location"] = where.finding_line(sl)
     return {
         "trace": served.name,
         "total": len(selected),
+        "offset": offset,
         "findings": shown,
         "skipped": [{"rule_id": r, "reason": why} for r, why in a.skipped if not wanted or r in wanted],
         "units": "cost_ns: estimated time lost, ns; time_ranges: [start_ns, end_ns] absolute; metrics carry their units.",
@@ -142,7 +154,7 @@ def findings(
 
 # ------------------------------------------------------------------------------ tops
 def top_kernels(
-    served: ServedTrace, limit: int = 20, sort_by: str = "total_ns", category: str | None = None
+    served: ServedTrace, limit: int = 20, sort_by: str = "total_ns", category: str | None = None, offset: int = 0
 ) -> dict[str, Any]:
     a = served.analysis()
     df = a.kernels
@@ -154,17 +166,21 @@ def top_kernels(
             )
         df = df[df["category"].astype(str) == category]
     return _table_answer(
-        served, "kernels", df, clamp_limit(limit), sort_by,
+        served, "kernels", df, clamp_limit(limit), sort_by, offset,
         categories=records(a.kernel_categories),
     )  # fmt: skip
 
 
-def top_ops(served: ServedTrace, limit: int = 20, sort_by: str = "device_ns") -> dict[str, Any]:
-    return _table_answer(served, "ops", served.analysis().ops, clamp_limit(limit), sort_by)
+def top_ops(served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", offset: int = 0) -> dict[str, Any]:
+    return _table_answer(served, "ops", served.analysis().ops, clamp_limit(limit), sort_by, offset)
 
 
 def op_perf(
-    served: ServedTrace, limit: int = 20, sort_by: str = "kernel_time_us", category: str | None = None
+    served: ServedTrace,
+    limit: int = 20,
+    sort_by: str = "kernel_time_us",
+    category: str | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """The performance models: op groups with FLOPs, bytes, achieved rates and roofline, the
     device time per op category, and the device spec they were measured against."""
@@ -181,13 +197,18 @@ def op_perf(
         df,
         clamp_limit(limit),
         sort_by,
+        offset,
         categories=records(a.op_categories),
         perf_summary=plain(a.perf_summary),
     )
 
 
 def top_source_lines(
-    served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", file_contains: str | None = None
+    served: ServedTrace,
+    limit: int = 20,
+    sort_by: str = "device_ns",
+    file_contains: str | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     a = served.analysis()
     df = a.source_lines
@@ -201,7 +222,7 @@ def top_source_lines(
             for f, n, fn, p in zip(df["src_file"], df["src_line"], df["src_func"], df["src_precision"])
         ]
     )
-    return _table_answer(served, "source_lines", df, clamp_limit(limit), sort_by)
+    return _table_answer(served, "source_lines", df, clamp_limit(limit), sort_by, offset)
 
 
 def _locations(a: Any) -> Any:
@@ -210,9 +231,10 @@ def _locations(a: Any) -> Any:
     return Locations.for_analysis(a)
 
 
-def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50) -> dict[str, Any]:
+def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
     a = served.analysis()
     limit = clamp_limit(limit, 50)
+    offset = clamp_offset(offset)
     steps, attribution = a.steps, a.attribution
     if rank is not None:
         ranks = sorted(int(r) for r in attribution["rank"].unique()) if len(attribution) else []
@@ -223,10 +245,11 @@ def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50
     return {
         "trace": served.name,
         "step_stats": plain(a.step_stats),
+        "offset": offset,
         "steps_total": len(steps),
-        "steps": records(steps, limit),
+        "steps": records(steps.iloc[offset:], limit),
         "attribution_total": len(attribution),
-        "attribution": records(attribution, limit),
+        "attribution": records(attribution.iloc[offset:], limit),
         "categories": dict(CATEGORIES),
         "units": UNITS_NOTE
         + " Attribution: every instant of a step window in exactly one category, by priority in the order of"
