@@ -362,6 +362,9 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, float):
         return round_float(value)
     if isinstance(value, decimal.Decimal):
+        # sum() of BIGINT is a HUGEINT, which Arrow carries as a whole decimal: keep it exact.
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value)
         return round_float(float(value))
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()

@@ -271,7 +271,10 @@ def test_a_bad_query_reports_duckdbs_reason_in_one_message(sandbox: SqlSandbox) 
 def test_values_come_back_as_plain_json_with_floats_rounded_and_integers_exact(sandbox: SqlSandbox) -> None:
     row = sandbox.query(
         "SELECT 1.5::DECIMAL(4,2) AS d, DATE '2024-01-02' AS day, [1, 2] AS xs, {'a': 1} AS s, 'inf'::DOUBLE AS inf, "
-        "1/3 AS third, 1733240000123456789::BIGINT AS start_ns, 123456789.0 AS big"
+        "1/3 AS third, 1733240000123456789::BIGINT AS start_ns, 123456789.0::DOUBLE AS big, "
+        "sum(1733240000123456789::BIGINT) * 3 AS hugeint_sum, 12345.678::DECIMAL(10,3) AS dec"
     )["rows"][0]
 
-    assert row == [1.5, "2024-01-02", [1, 2], {"a": 1}, None, 0.3333, 1733240000123456789, 123500000.0]
+    assert row == [
+        1.5, "2024-01-02", [1, 2], {"a": 1}, None, 0.3333, 1733240000123456789, 123500000.0, 5199720000370370367, 12350.0
+    ]  # fmt: skip
