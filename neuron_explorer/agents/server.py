@@ -3,8 +3,11 @@
 ``build_server`` wires the views (``agents.views``), the SQL sandbox (``agents.sql``) and the
 source access control (``agents.source``) into an ``MCPServer`` of the official ``mcp`` SDK.
 Tool descriptions are written for a model: what the tool returns, when to use it, the units.
-A user mistake (unknown trace, bad SQL, a path outside the roots) comes back as a tool error
-whose text says what to do instead; the server never shows a traceback.
+Every tool is listed in ``agents.tools.TOOLS`` (what ``mcp --help`` prints; the server refuses
+to start if the two differ), takes ``max_chars``, and answers once, as compact JSON text within
+that budget (``agents.budget``). A user mistake (unknown trace, bad SQL, a path outside the
+roots) comes back as a tool error whose one line says what to do instead; the server never
+shows a traceback.
 """
 
 from __future__ import annotations
