@@ -74,11 +74,17 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
 
 
-def fit(answer: dict[str, Any], max_chars: int, how_to_page: str = "", offset: int | None = None) -> str:
+def fit(
+    answer: dict[str, Any],
+    max_chars: int,
+    how_to_page: str = "",
+    offset: int | None = None,
+    pages: tuple[str, ...] = (),
+) -> str:
     """``answer`` as compact JSON of at most ``max_chars`` characters, cut (and saying so) when needed.
 
-    ``offset`` is the offset the answer's main list started at (tools that page rows), so the
-    note can name the offset of the next page; ``how_to_page`` is the tool's own advice.
+    ``pages`` names the top-level lists that started at ``offset`` (the tool's paged rows), so
+    the note can name the offset of the next page; ``how_to_page`` is the tool's own advice.
     """
     doc = rounded(answer)
     text = dumps(doc)
@@ -113,11 +119,10 @@ def fit(answer: dict[str, Any], max_chars: int, how_to_page: str = "", offset: i
     if strings_cut:
         note["strings_cut"] = strings_cut
     advice = [how_to_page] if how_to_page else []
-    top = [(p, c) for p, c in lists.items() if "." not in p and "[" not in p]
-    if offset is not None and top:
-        path, cut = max(top, key=lambda pc: pc[1]["total"])
-        note["next_offset"] = offset + cut["shown"]
-        advice.insert(0, f"the next page of {path}: call again with offset={offset + cut['shown']}")
+    paged = [cut["shown"] for path, cut in lists.items() if path in pages]
+    if offset is not None and paged:
+        note["next_offset"] = offset + min(paged)  # every paged list goes on from there
+        advice.insert(0, f"for the next page call again with offset={note['next_offset']}")
     advice.append(f"or raise max_chars (up to {MAX_MAX_CHARS:,})")
     note["how_to_page"] = "; ".join(advice)
     doc["truncated"] = True

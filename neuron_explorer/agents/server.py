@@ -90,7 +90,7 @@ def _answer_in_budget(name: str, fn: Callable[..., dict[str, Any]]) -> Callable[
             budget = check_max_chars(max_chars)
             answer = fn(*args, max_chars=budget, **kwargs) if passes_max_chars else fn(*args, **kwargs)
             offset = kwargs.get("offset", 0) if info.pages else None
-            return fit(answer, budget, info.how_to_page, offset=offset)
+            return fit(answer, budget, info.how_to_page, offset=offset, pages=info.pages)
         except (NeuronExplorerError, BudgetError) as exc:
             raise ToolError(str(exc)) from None
 

@@ -17,8 +17,8 @@ class ToolInfo:
     title: str
     #: What to do when the answer is cut to fit ``max_chars`` (besides raising it).
     how_to_page: str
-    #: Whether the tool takes ``offset`` (its main list pages).
-    pages: bool = False
+    #: The lists ``offset`` pages (the tool takes ``offset`` when there are any).
+    pages: tuple[str, ...] = ()
 
 
 _ROWS = "narrow with a filter, or lower limit and page with offset"
@@ -30,13 +30,15 @@ TOOLS: dict[str, ToolInfo] = {
         "Findings (problems, evidence, fixes)",
         "filter with rules or min_severity, lower limit and page with offset; "
         "a finding's full event_ids are in the findings table (sql)",
-        pages=True,
+        pages=("findings",),
     ),
-    "top_kernels": ToolInfo("Top kernels by device time", _ROWS + " (category)", pages=True),
-    "top_ops": ToolInfo("Top framework ops", _ROWS, pages=True),
-    "op_perf": ToolInfo("Op performance vs the hardware's peak (roofline)", _ROWS + " (category)", pages=True),
-    "top_source_lines": ToolInfo("Top source lines", _ROWS + " (file_contains)", pages=True),
-    "step_breakdown": ToolInfo("Per-step time breakdown", "pass rank, lower limit and page with offset", pages=True),
+    "top_kernels": ToolInfo("Top kernels by device time", _ROWS + " (category)", pages=("rows",)),
+    "top_ops": ToolInfo("Top framework ops", _ROWS, pages=("rows",)),
+    "op_perf": ToolInfo("Op performance vs the hardware's peak (roofline)", _ROWS + " (category)", pages=("rows",)),
+    "top_source_lines": ToolInfo("Top source lines", _ROWS + " (file_contains)", pages=("rows",)),
+    "step_breakdown": ToolInfo(
+        "Per-step time breakdown", "pass rank, lower limit and page with offset", pages=("steps", "attribution")
+    ),
     "diff": ToolInfo("Diff two traces: what got slower", "lower limit"),
     "source_context": ToolInfo("Source code around a line, with its cost", "lower context"),
     "schema": ToolInfo("Tables and columns for SQL", "pass table for one table's columns"),

@@ -37,7 +37,7 @@ def test_floats_keep_four_significant_digits(value: float, expected: float | Non
 def test_a_long_list_is_cut_to_fit_and_the_note_names_the_next_offset() -> None:
     answer = {"trace": "t", "total_rows": 500, "offset": 20, "rows": _rows(500)}
 
-    text = fit(answer, 4_000, "narrow with a filter", offset=20)
+    text = fit(answer, 4_000, "narrow with a filter", offset=20, pages=("rows",))
     doc = json.loads(text)
 
     assert len(text) <= 4_000
@@ -48,6 +48,16 @@ def test_a_long_list_is_cut_to_fit_and_the_note_names_the_next_offset() -> None:
     assert doc["truncation"]["next_offset"] == 20 + shown
     assert f"offset={20 + shown}" in doc["truncation"]["how_to_page"]
     assert "narrow with a filter" in doc["truncation"]["how_to_page"]
+
+
+def test_the_next_offset_is_where_every_paged_list_goes_on_and_other_lists_do_not_count() -> None:
+    answer = {"steps": _rows(300), "attribution": _rows(900), "skipped": _rows(5000)}
+
+    doc = json.loads(fit(answer, 6_000, offset=0, pages=("steps", "attribution")))
+
+    lists = doc["truncation"]["lists"]
+    paged = [lists[p]["shown"] for p in ("steps", "attribution") if p in lists]
+    assert paged and doc["truncation"]["next_offset"] == min(paged)
 
 
 def test_long_lists_inside_list_items_are_shortened_before_items_are_dropped() -> None:
