@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from neuron_explorer.agents.sql import CUT_MARK, SqlError, SqlSandbox, SqlTimeoutError
+from neuron_explorer.agents.sql import CUT_MARK, SqlError, SqlSandbox, SqlTimeoutError, _collect
 
 
 @pytest.fixture
@@ -278,3 +278,12 @@ def test_values_come_back_as_plain_json_with_floats_rounded_and_integers_exact(s
     assert row == [
         1.5, "2024-01-02", [1, 2], {"a": 1}, None, 0.3333, 1733240000123456789, 123500000.0, 5199720000370370367, 12350.0
     ]  # fmt: skip
+
+
+def test_the_deadline_covers_converting_the_rows_not_only_duckdb() -> None:
+    table = pa.table({"v": pa.array(["x" * 100] * 1000)})
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=100))
+
+    with pytest.raises(TimeoutError):
+        _collect(reader, limit=5000, budget=10**6, deadline=time.monotonic() - 1)  # past: stops at once
+    assert len(_collect(table.to_reader(), 5000, 10**6, time.monotonic() + 60)[0]) == 1000
