@@ -151,6 +151,10 @@ class SqlSandbox:
         try:
             (serialized,) = self._con.execute("SELECT json_serialize_sql(?::VARCHAR)", [statement.query]).fetchall()[0]
             tree = json.loads(serialized)
+        except RecursionError:  # a parse tree deeper than Python's JSON reader goes: refuse, unchecked
+            raise SqlError(
+                "refused: the query nests too deeply to be checked; flatten it (fewer nested calls)"
+            ) from None
         except (duckdb.Error, ValueError, TypeError) as exc:
             raise SqlError(f"refused: the query could not be checked ({_first_line(exc)})") from None
         if tree.get("error") or len(tree.get("statements") or []) != 1:

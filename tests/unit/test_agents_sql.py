@@ -287,3 +287,10 @@ def test_the_deadline_covers_converting_the_rows_not_only_duckdb() -> None:
     with pytest.raises(TimeoutError):
         _collect(reader, limit=5000, budget=10**6, deadline=time.monotonic() - 1)  # past: stops at once
     assert len(_collect(table.to_reader(), 5000, 10**6, time.monotonic() + 60)[0]) == 1000
+
+
+@pytest.mark.parametrize("query", ["SELECT " + "abs(" * 990 + "1" + ")" * 990, "SELECT " + " + ".join(["1"] * 990)])
+def test_a_query_too_deep_to_check_is_refused_in_one_line(sandbox: SqlSandbox, query: str) -> None:
+    with pytest.raises(SqlError, match="nests too deeply"):
+        sandbox.query(query)
+    assert sandbox.query("SELECT 1 + 1")["rows"] == [[2]]
