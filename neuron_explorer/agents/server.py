@@ -55,6 +55,11 @@ step_breakdown for per-step time, source_context for the code behind a line, and
 any question the other tools do not answer. All times are integer nanoseconds (*_ns) unless a
 column says otherwise; shares are percent (*_pct). Quote numbers from the tools, not estimates."""
 
+#: The longest error message a tool sends (its input quoted in it can be any length).
+MAX_ERROR_CHARS = 1_000
+#: The largest line number (src_line is an int32 column).
+MAX_LINE = 2**31 - 1
+
 BUDGET_NOTE = (
     f" The answer is compact JSON of at most max_chars characters (default {DEFAULT_MAX_CHARS:,}); when cut, "
     "`truncated` is true and `truncation` says what was cut and how to page."
@@ -91,8 +96,8 @@ def _answer_in_budget(name: str, fn: Callable[..., dict[str, Any]]) -> Callable[
             answer = fn(*args, max_chars=budget, **kwargs) if passes_max_chars else fn(*args, **kwargs)
             offset = kwargs.get("offset", 0) if info.pages else None
             return fit(answer, budget, info.how_to_page, offset=offset, pages=info.pages)
-        except (NeuronExplorerError, BudgetError) as exc:
-            raise ToolError(str(exc)) from None
+        except (NeuronExplorerError, BudgetError, ToolError) as exc:
+            raise ToolError(_error_line(str(exc))) from None
 
     parameters = [p for p in signature.parameters.values() if p.name != "max_chars"]
     parameters.append(
@@ -103,6 +108,12 @@ def _answer_in_budget(name: str, fn: Callable[..., dict[str, Any]]) -> Callable[
     wrapper.__signature__ = signature.replace(parameters=parameters, return_annotation=str)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": str}
     return wrapper
+
+
+def _error_line(message: str) -> str:
+    """An error as one line of bounded size: messages quote the caller's input, which may be huge."""
+    line = " ".join(message.split())
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 20] + "...[message cut]"
 
 
 class _SqlState:
@@ -336,8 +347,8 @@ def build_server(
         called there, with host_ns) and `findings` that cite the line. The code is read only from
         the server's source roots (see list_traces); for a file outside them, or not on this
         machine, `code` is null and `code_error` says why, and the attribution is still given."""
-        if line < 1:
-            raise ToolError(f"line must be 1 or more, not {line}")
+        if not 1 <= line <= MAX_LINE:
+            raise ToolError(f"line must be between 1 and {MAX_LINE:,}, not {line}")
         served = catalog.get(trace)
         answer: dict[str, Any] = {"file": file, "line": line}
         try:

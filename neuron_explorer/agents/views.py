@@ -57,7 +57,7 @@ def clamp_offset(offset: int | None) -> int:
         return 0
     if offset < 0:
         raise ToolInputError(f"offset must be 0 or more, not {offset}")
-    return int(offset)
+    return min(int(offset), 2**62)  # past every table's end, and still a C integer for pandas
 
 
 def clamp_limit(limit: int, default: int = 20) -> int:

@@ -188,3 +188,19 @@ def test_huge_values_come_back_cut_to_the_budget_quickly(server: McpServer, quer
     assert elapsed < 30  # before: minutes, and 100-500 MB answers sent twice
     assert len(text) <= 16_000
     assert '"truncated":true' in text and "OFFSET" in text
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("sql", {"query": "x" * 1_000_000}),
+        ("sql", {"query": "SELECT '" + "y" * 100_000 + "' FROM nope"}),
+        ("findings", {"rules": ["z" * 100_000]}),
+        ("source_context", {"file": "w" * 100_000 + ".py", "line": 1}),
+        ("top_kernels", {"offset": 10**30, "sort_by": "v" * 100_000}),
+    ],
+)
+def test_an_error_is_one_bounded_line_however_long_the_input(server: McpServer, tool: str, arguments: dict) -> None:
+    message = server.error(tool, arguments)
+
+    assert len(message) <= 1_100 and "\n" not in message
