@@ -69,6 +69,8 @@ def clamp_limit(limit: int, default: int = 20) -> int:
 
 
 def _sorted(df: pd.DataFrame, sort_by: str, table: str) -> pd.DataFrame:
+    if not len(df) and sort_by in df.columns:
+        return df  # an empty table (no kernels on a CPU trace) carries placeholder dtypes: nothing to sort
     numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
     if sort_by not in numeric:
         raise ToolInputError(f"cannot sort {table} by {sort_by!r}; sort by one of: {', '.join(numeric)}")

@@ -147,6 +147,15 @@ def test_an_offset_pages_through_the_same_sorted_rows(catalog: TraceCatalog, too
     assert page["offset"] == 1 and page["rows"] == whole[1:2]
 
 
+def test_a_table_with_no_rows_answers_empty_rows_not_an_error(catalog: TraceCatalog) -> None:
+    cpu = catalog.get("example_cpu_small")
+    assert not len(cpu.analysis().kernels)
+
+    answer = views.top_kernels(cpu)
+
+    assert answer["rows"] == [] and answer["total_rows"] == 0
+
+
 def test_an_offset_pages_findings_and_steps(gpu: ServedTrace) -> None:
     whole = views.findings(gpu, limit=500)["findings"]
     steps = views.step_breakdown(gpu, limit=500)
