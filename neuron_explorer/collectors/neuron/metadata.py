@@ -10,7 +10,13 @@ import pandas as pd
 
 from neuron_explorer import __version__
 from neuron_explorer.collectors.neuron.align import Alignment
-from neuron_explorer.collectors.neuron.model import ENGINES, DeviceProfile, derived_metrics, normalize_summary
+from neuron_explorer.collectors.neuron.model import (
+    ENGINES,
+    DeviceProfile,
+    derived_metrics,
+    engine_table,
+    normalize_summary,
+)
 
 
 def profile_metadata(
@@ -22,6 +28,7 @@ def profile_metadata(
         summary = normalize_summary(p.summary_raw, p)
         derived = derived_metrics(p)
         metrics = {**derived, **summary}
+        metrics.update(kernel_utilization(metrics))
         per_device.append(
             {
                 "device": p.device,
@@ -44,6 +51,7 @@ def profile_metadata(
                 "metrics_only": p.metrics_only,
                 "derived_metrics": derived,
                 "operators": operator_table(p),
+                "engines": engine_table(p, metrics.get("total_time_ns") or p.span_ns),
             }
         )
     first = profiles[0]
@@ -56,6 +64,26 @@ def profile_metadata(
         "metrics_only": all(p.metrics_only for p in profiles),
         "source": str(first.source),
     }
+
+
+#: Run-level utilizations the Summary states over the whole span (``total_time``), rescaled to
+#: the kernel window: the FLOPs and bytes all fall inside it, so over the kernel each is the
+#: span figure times span / kernel time.
+_OVER_SPAN = ("mfu_estimated_pct", "hfu_estimated_pct", "mbu_estimated_pct", "mfu_max_achievable_estimated_pct")
+
+
+def kernel_utilization(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``mfu_kernel_pct``, ``hfu_kernel_pct``, ``mbu_kernel_pct`` (and the achievable MFU) over
+    the kernel window, from the Summary's span figures; empty without a kernel window."""
+    span, kernel = metrics.get("total_time_ns"), metrics.get("kernel_time_ns")
+    if not isinstance(span, (int, float)) or not isinstance(kernel, (int, float)) or kernel <= 0 or span <= 0:
+        return {}
+    out = {}
+    for key in _OVER_SPAN:
+        v = metrics.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[key.replace("_estimated_pct", "_kernel_pct")] = float(v) * span / kernel
+    return out
 
 
 def operator_table(profile: DeviceProfile, limit: int = 500) -> list[dict[str, Any]]:
