@@ -69,11 +69,11 @@ def profile_metadata(
 #: Run-level utilizations the Summary states over the whole span (``total_time``), rescaled to
 #: the kernel window: the FLOPs and bytes all fall inside it, so over the kernel each is the
 #: span figure times span / kernel time.
-_OVER_SPAN = ("mfu_estimated_pct", "hfu_estimated_pct", "mbu_estimated_pct", "mfu_max_achievable_estimated_pct")
+_OVER_SPAN = ("mfu_estimated_pct", "hfu_estimated_pct", "mbu_estimated_pct")
 
 
 def kernel_utilization(metrics: dict[str, Any]) -> dict[str, Any]:
-    """``mfu_kernel_pct``, ``hfu_kernel_pct``, ``mbu_kernel_pct`` (and the achievable MFU) over
+    """``mfu_kernel_pct``, ``hfu_kernel_pct``, ``mbu_kernel_pct`` over
     the kernel window, from the Summary's span figures; empty without a kernel window."""
     span, kernel = metrics.get("total_time_ns"), metrics.get("kernel_time_ns")
     if not isinstance(span, (int, float)) or not isinstance(kernel, (int, float)) or kernel <= 0 or span <= 0:
