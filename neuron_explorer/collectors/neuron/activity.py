@@ -25,7 +25,9 @@ WAIT_OPCODE = re.compile(r"SEMAPHORE|^WAIT|_WAIT$|^SEM_", re.I)
 #: Semaphore instructions that do work rather than wait: ``EVENT_SEMAPHORE_RANGE_CLEAR`` resets
 #: a range of semaphores (seen on real files, inside the kernel). Never a wait, even outside the
 #: active-time table. (SET/INC/DEC/RESET/SIGNAL are assumed to be the same kind.)
-WORK_OPCODE = re.compile(r"SEMAPHORE_?RANGE_?CLEAR|_CLEAR$|_RESET$|_SET$|_INC(REMENT)?$|_DEC(REMENT)?$|SIGNAL", re.I)
+WORK_OPCODE = re.compile(
+    r"SEMAPHORE_?RANGE_?CLEAR|_CLEAR$|_RESET$|_SET$|_INC(?:REMENT)?$|_DEC(?:REMENT)?$|SIGNAL", re.I
+)
 #: An instruction is a wait when less than this share of it lies inside its engine's active time.
 MIN_ACTIVE_SHARE = 0.5
 
