@@ -44,8 +44,13 @@ def chart_svg(df: pd.DataFrame, y: str | None = None, x: str | None = None) -> s
         return "<p>No values to chart.</p>"
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y1 = max(p[1] for p in pts) or 1.0
-    sx = lambda v: PAD + (W - 2 * PAD) * ((v - x0) / (x1 - x0) if x1 > x0 else 0.5)
-    sy = lambda v: H - PAD - (H - 2 * PAD) * (v / y1)
+
+    def sx(v: float) -> float:
+        return PAD + (W - 2 * PAD) * ((v - x0) / (x1 - x0) if x1 > x0 else 0.5)
+
+    def sy(v: float) -> float:
+        return H - PAD - (H - 2 * PAD) * (v / y1)
+
     poly = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b, _ in pts)
     dots = "".join(
         f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="4"><title>{html.escape(f)}: {b:g}</title></circle>'
