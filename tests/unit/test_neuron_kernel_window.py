@@ -72,6 +72,9 @@ def test_dma_bytes_are_every_packet_group_and_equal_the_summary_sizes(matmul) ->
     m = trace.metadata["neuron"]["devices"][0]["metrics"]
     assert m["dma_transfer_total_bytes"] == packets
     assert m["dma_transfer_total_bytes"] > 32 * 1024  # what was counted before: the aggregated group only
+    # The Summary's deprecated dma_transfer_* fields (the aggregated group only) stay beside it.
+    assert m["summary_dma_transfer_total_bytes"] == s["dma_transfer_total_bytes"] == 32 * 1024
+    assert m["dma_total_size"] == packets
     assert m["dma_transfer_count"] == 3
     assert m["dma_packet_count"] == sum(1 for r in doc["dma"] if r["aggregated"] == "no")
     # The trace's copies (memcpy events) carry the same bytes, each packet group once.

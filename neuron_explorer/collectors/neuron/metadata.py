@@ -28,6 +28,20 @@ def profile_metadata(
         summary = normalize_summary(p.summary_raw, p)
         derived = derived_metrics(p)
         metrics = {**derived, **summary}
+        source = {k: ("summary" if k in summary else "derived") for k in metrics}
+        # The Summary's dma_transfer_* fields miss the packet groups without an aggregated row
+        # (AWS deprecates them: "they do not cover all DMA traffic, and they are 0 in many
+        # profiles"); where the events hold the DMA rows, their figures win. The Summary's own
+        # values stay beside, as summary_dma_transfer_*.
+        for key in _DMA_FROM_EVENTS:
+            if key in derived and key in summary:
+                metrics[f"summary_{key}"] = summary[key]
+                metrics[key] = derived[key]
+                source[key], source[f"summary_{key}"] = "derived", "summary"
+        sizes = [summary.get(k) for k in ("static_dma_size", "software_dynamic_dma_size", "hardware_dynamic_dma_size")]
+        if any(isinstance(v, (int, float)) for v in sizes):
+            metrics["dma_total_size"] = sum(v for v in sizes if isinstance(v, (int, float)))
+            source["dma_total_size"] = "summary"
         metrics.update(kernel_utilization(metrics))
         per_device.append(
             {
@@ -37,7 +51,7 @@ def profile_metadata(
                 "profile_schema_version": p.schema_version,
                 "tables": p.tables,
                 "metrics": metrics,
-                "metric_source": {k: ("summary" if k in summary else "derived") for k in metrics},
+                "metric_source": {k: source.get(k, "derived") for k in metrics},
                 "summary_raw": p.summary_raw,
                 "metadata_raw": p.metadata_raw,
                 "dma_granularity": p.dma_granularity,
@@ -65,6 +79,9 @@ def profile_metadata(
         "source": str(first.source),
     }
 
+
+#: DMA figures the events count better than the Summary (every packet group, aggregated or not).
+_DMA_FROM_EVENTS = ("dma_transfer_total_bytes", "dma_transfer_count", "dma_transfer_average_bytes")
 
 #: Run-level utilizations the Summary states over the whole span (``total_time``), rescaled to
 #: the kernel window: the FLOPs and bytes all fall inside it, so over the kernel each is the
