@@ -36,7 +36,9 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
     if set(ctx.frames.device_types) <= {"neuron"} and not len(ctx.frames.host):
         # A Neuron device profile alone: its idle time is the fixed wait before the kernel, not
         # untraced host time; neuron_fixed_wait and the other neuron rules judge it.
-        raise RuleSkipped("a Neuron device profile alone: see neuron_fixed_wait and the neuron rules")
+        raise RuleSkipped(
+            "skipped: needs host events beside the device profile (neuron_fixed_wait judges a Neuron profile alone)"
+        )
     at = ctx.analysis.attribution
     at = at[at["device"] >= 0]
     wall = float(at["wall_ns"].sum())
