@@ -32,6 +32,7 @@ NEURON_COLUMNS = (
     "m",
     "k",
     "n",
+    "pe_tiles",
     "total_time_ns",
     "kernel_time_ns",
     "kernel_start_ns",
@@ -68,6 +69,7 @@ HEADLINE = (
     "m",
     "k",
     "n",
+    "pe_tiles",
     "total_time_ns",
     "kernel_time_ns",
     "span_ns",
@@ -144,6 +146,11 @@ def trace_row(path: Path, trace: Any) -> dict[str, Any]:
     if (meta.get("neuron") or {}).get("devices"):
         rows = summary_table(meta).to_dict(orient="records")
         row: dict[str, Any] = {"file": str(path), "kind": "neuron", **sizes_from_name(str(path))}
+        if all(k in row for k in ("m", "k", "n")):
+            # Tensor-engine tiles of the matmul: the contraction (k) and the stationary free size
+            # (m) in 128s, the moving free size (n) in 512s (nki.isa.nc_matmul's limits): latency
+            # steps where a size crosses one of these boundaries.
+            row["pe_tiles"] = -(-row["m"] // 128) * -(-row["k"] // 128) * -(-row["n"] // 512)
         first = rows[0]
         row.update({k: v for k, v in first.items() if k not in ("device", "source")})
         if len(rows) > 1:
@@ -173,6 +180,7 @@ def compare_traces(
     """One row per trace at ``paths`` (see ``expand``), in the order found. A file in a
     directory that is not a trace (a compiler ``kernel_info.json``, a corrupt file) is left
     out with one line to ``on_skip``; a file named on its own that is not one raises."""
+    paths = list(paths)
     items, notes = expand(paths)
     named = {Path(p) for p in paths}
     for n in notes:

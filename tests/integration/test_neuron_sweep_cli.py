@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -54,6 +55,7 @@ def test_compare_a_directory_gives_one_row_per_profile_sorted(sweep, tmp_path: P
         assert row["hbm_read_bytes"] == s["hbm_read_bytes"] and row["hardware_flops"] == s["hardware_flops"]
         assert row["mfu_estimated_pct"] == pytest.approx(100 * s["mfu_estimated_percent"])
         assert row["static_dma_size"] == s["static_dma_size"]
+        assert row["pe_tiles"] == math.ceil(128 / 128) * math.ceil(128 / 128) * math.ceil(row["n"] / 512)
     r = cli("compare", str(d), "--format", "parquet", "-o", str(tmp_path / "s.parquet"), "--sort=-kernel_time_ns")
     assert r.returncode == 0, r.stderr
     df = pd.read_parquet(tmp_path / "s.parquet")
