@@ -36,6 +36,10 @@ METRICS_TABLES: dict[str, str] = {
     "overlap": "One row per rank and device: communication time overlapped with compute, and exposed.",
     "neuron_operators": "Trainium only (AWS's Operator Table): one row per NeuronCore, framework layer and HLO op: "
     "instructions, device_ns, device_pct.",
+    "neuron_summary": "Trainium only: one row per NeuronCore: AWS's Summary fields as columns (our units: _ns, _pct "
+    "0-100) plus the kernel window (kernel_time_ns), MFU/HFU/MBU over it, DMA bytes of every packet group, bound.",
+    "neuron_engines": "Trainium only: one row per NeuronCore engine (Tensor, Vector, Scalar, GpSimd, Sync) and DMA "
+    "queue: instructions, waits, bytes, active_ns, kernel_util_pct, span_util_pct.",
     "op_perf": "One row per op group (name, shapes, dtypes): count, kernel_time_us, gflops and data_moved_mb per call, "
     "tflops_per_s, tb_per_s, flops_per_byte, bound (compute/memory), pct_of_peak, src_file, src_line.",
     "op_categories": "One row per op category: kernel_time_us, device_time_pct, modelled_pct, tflops_per_s, tb_per_s.",

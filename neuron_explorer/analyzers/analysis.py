@@ -63,6 +63,10 @@ class Analysis:
     overlap: pd.DataFrame
     #: Trainium: device time by framework layer and HLO op (AWS's Operator Table); empty elsewhere.
     neuron_operators: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Trainium: one row per NeuronCore, AWS's Summary fields and the kernel window (neuron_summary).
+    neuron_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Trainium: per engine and DMA queue, instructions, active time, kernel and span utilization.
+    neuron_engines: pd.DataFrame = field(default_factory=pd.DataFrame)
     findings: list[Finding] = field(default_factory=list)
     #: Per op group (name + shapes + dtypes): FLOPs, bytes, achieved rates, roofline (analyzers.perf).
     op_perf: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -115,6 +119,8 @@ class Analysis:
                     "launches",
                     "overlap",
                     "neuron_operators",
+                    "neuron_summary",
+                    "neuron_engines",
                     "op_perf",
                     "op_categories",
                     "rank_steps",
@@ -201,6 +207,8 @@ def analyze(
         overlap=timed("overlap", overlap.comm_overlap, frames),
     )
     a.neuron_operators = neuron_summary.operator_table(frames.metadata)
+    a.neuron_summary = neuron_summary.summary_table(frames.metadata)
+    a.neuron_engines = neuron_summary.engine_table(frames.metadata)
     a.op_perf, a.op_categories, a.perf_summary = timed("op_perf", perf.perf_tables, frames, device_spec)
     a.rank_steps = ranks.rank_steps(a.attribution)
     a.collective_ranks = timed("collectives", ranks.collective_ranks, frames)

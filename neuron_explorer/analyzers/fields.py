@@ -151,6 +151,18 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "device_pct": ("%", "device_ns over the NeuronCore's instruction time (waits excluded), 0-100."),
         "engines": ("engines", "Number of distinct engines they ran on."),
     },
+    "neuron_engines": {
+        "unit": ("", "Engine (Tensor, Vector, Scalar, GpSimd, Sync) or DMA queue name."),
+        "type": ("", "engine or dma."),
+        "instructions": ("events", "Instructions on the engine (semaphore waits included); DMA: packet rows."),
+        "waits": ("events", "Semaphore-wait instructions on the engine (null for a DMA queue)."),
+        "transfers": ("events", "DMA transfers on the queue (packet groups, aggregated or not)."),
+        "bytes": ("bytes", "DMA bytes the queue moved (its packets' sum)."),
+        "active_ns": ("ns", "Union of the unit's active intervals over the whole profile (waits excluded)."),
+        "kernel_active_ns": ("ns", "The same, inside the kernel window."),
+        "kernel_util_pct": ("%", "kernel_active_ns over the kernel window, 0-100."),
+        "span_util_pct": ("%", "active_ns over the profile's span (total_time), 0-100."),
+    },
     "op_perf": {
         "category": ("", "Op category: gemm, attention, conv, elementwise, reduction, norm, communication, other."),
         "shapes": ("json", "Input shapes of the op group (Kineto Input Dims), compact JSON."),
@@ -254,4 +266,37 @@ def describe(table: str, field: str) -> tuple[str, str]:
         return FIELDS[table][field]
     if field in _COMMON:
         return _COMMON[field]
+    if table == "neuron_summary":
+        return _neuron_summary_field(field)
     raise KeyError(f"{table}.{field} has no description in analyzers/fields.py")
+
+
+_NEURON_SUMMARY = {
+    "source": ("", "The device profile file."),
+    "bound": ("", "compute or memory: arithmetic intensity against the NeuronCore's ridge point (null: unknown)."),
+    "kernel_time_ns": ("ns", "Kernel window: first to last instruction that is not a semaphore wait, or DMA."),
+    "kernel_start_ns": ("ns", "Start of the kernel window, device-relative (after the initial semaphore wait)."),
+    "kernel_end_ns": ("ns", "End of the kernel window, device-relative."),
+    "mfu_kernel_pct": ("%", "MFU over the kernel window: the Summary's MFU x total_time / kernel time."),
+    "hfu_kernel_pct": ("%", "HFU over the kernel window."),
+    "mbu_kernel_pct": ("%", "MBU over the kernel window."),
+    "dma_transfer_total_bytes": ("bytes", "DMA bytes of every packet group (aggregated row or not)."),
+}
+
+
+def _neuron_summary_field(field: str) -> tuple[str, str]:
+    """A ``neuron_summary`` column: AWS's Summary field with our units, or one we derive."""
+    if field in _NEURON_SUMMARY:
+        return _NEURON_SUMMARY[field]
+    aws = "AWS Summary field, or derived from the events where the Summary lacks it (docs/neuron.md)"
+    for suffix, unit, note in (
+        ("_pct", "%", "a 0-1 fraction in the export, 0-100 here"),
+        ("_ns", "ns", "seconds in the export"),
+        ("_bytes", "bytes", ""),
+        ("_size", "bytes", ""),
+        ("_count", "events", ""),
+        ("_flops", "FLOP", ""),
+    ):
+        if field.endswith(suffix):
+            return unit, f"{aws}{'; ' + note if note else ''}."
+    return "", f"{aws}."

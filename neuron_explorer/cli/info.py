@@ -14,7 +14,14 @@ import argparse
 import json
 from typing import Any
 
-from neuron_explorer.analyzers.neuron_summary import fmt_pct, neuron_overview, profile_warnings
+from neuron_explorer.analyzers.neuron_summary import (
+    engine_table,
+    fmt_pct,
+    fmt_time,
+    neuron_overview,
+    profile_warnings,
+    render_engine_table,
+)
 from neuron_explorer.cli._common import add_trace_argument, open_trace
 from neuron_explorer.trace.summary import describe
 
@@ -37,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     neuron = neuron_overview(trace.metadata)
     if neuron:
         info["neuron"] = neuron
+        info["neuron_engines"] = engine_table(trace.metadata).to_dict(orient="records")
         info["profile_warnings"] = profile_warnings(trace.metadata)
     if args.format == "json":
         print(json.dumps(info, indent=2, default=_json_default))
@@ -152,13 +160,32 @@ def render_neuron(console: Any, info: dict[str, Any]) -> None:
         pct = [
             f"{label} {fmt_pct(d[key])}"
             for label, key in (
-                ("engines active", "engines_active_pct"),
+                ("engines alone active", "engines_active_pct"),
+                ("engines plus DMA active", "engines_dma_active_pct"),
                 ("DMA active", "dma_active_pct"),
                 ("MFU", "mfu_pct"),
             )
         ]
         console.print(f"NeuronCore {d['device']}: {_ms(d['total_time_ns'])} profiled, " + ", ".join(pct))
+        if d.get("kernel_time_ns"):
+            kernel = [
+                f"{label} {fmt_pct(d[key])}"
+                for label, key in (
+                    ("engines alone", "kernel_engines_active_pct"),
+                    ("DMA", "kernel_dma_active_pct"),
+                    ("engines plus DMA", "kernel_engines_dma_active_pct"),
+                    ("MFU", "mfu_kernel_pct"),
+                )
+            ]
+            console.print(
+                f"  kernel {fmt_time(d['kernel_time_ns'])} (from {fmt_time(d['kernel_start_ns'])}, after the initial "
+                "semaphore wait): " + ", ".join(kernel)
+            )
         if d["metrics_only"]:
             console.print("  metrics only: a summary-json export holds no events")
+    if info.get("neuron_engines"):
+        import pandas as pd
+
+        render_engine_table(console, pd.DataFrame(info["neuron_engines"]))
     for w in info.get("profile_warnings") or []:
         console.print(f"[yellow]The profile itself warns:[/yellow] {escape(str(w))}")

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from neuron_explorer.analyzers import Analysis
-from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
+from neuron_explorer.analyzers.attribution import (
+    CATEGORY_LABELS,
+    CATEGORY_NAMES,
+    HOST_ONLY_LABELS,
+    NEURON_DEVICE_LABELS,
+)
 from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.reports.names import short_kernel_name
 
 _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
+
+
+def _pct(v: object) -> str:
+    from neuron_explorer.analyzers.neuron_summary import fmt_pct
+
+    return fmt_pct(float(v)) if isinstance(v, (int, float)) and v == v else "-"
 
 
 def _cell(text: object) -> str:
@@ -34,6 +45,8 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         st = a.step_stats
         out += [f"Step time: p50 {fmt_ns(st['p50_ns'])}, p95 {fmt_ns(st['p95_ns'])}, cv {st['cv_pct']:.1f}%", ""]
     labels = HOST_ONLY_LABELS if s["device_types"] == ["cpu"] else CATEGORY_LABELS
+    if s["device_types"] == ["neuron"] and s.get("neuron") and not len(a.ops):  # a device profile alone
+        labels = NEURON_DEVICE_LABELS
     out += ["| where step time went (each instant once, by priority) | share |", "|---|---:|"]
     for name in CATEGORY_NAMES:
         if s.get(f"{name}_pct"):
@@ -54,6 +67,22 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
             out.append("Where: " + ", ".join(f"`{_cell(where.finding_line(x))}`" for x in f.source_lines[:3]))
             function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in f.source_lines[:3])
         out += ["", f"**Fix:** {_cell(f.recommendation)}", ""]
+    engines = getattr(a, "neuron_engines", None)
+    if engines is not None and len(engines):
+        out += [
+            "### NeuronCore engines and DMA queues",
+            "",
+            "| core | engine / queue | instructions | active | % of kernel | % of span |",
+            "|---:|---|---:|---:|---:|---:|",
+        ]
+        for r in engines.to_dict(orient="records"):
+            unit = ("DMA " if r["type"] == "dma" else "") + str(r["unit"])
+            n = r.get("instructions")
+            out.append(
+                f"| {r['device']} | {_cell(unit)} | {'-' if n is None or n != n else f'{int(n):,}'} | "
+                f"{fmt_ns(r['active_ns'])} | {_pct(r.get('kernel_util_pct'))} | {_pct(r.get('span_util_pct'))} |"
+            )
+        out.append("")
     if len(a.kernels):
         out += ["### Top kernels", "", "| kernel | category | count | total | % |", "|---|---|---:|---:|---:|"]
         for r in a.kernels.head(top).itertuples():

@@ -33,6 +33,8 @@ TABLES = (
     "launches",
     "overlap",
     "neuron_operators",
+    "neuron_summary",
+    "neuron_engines",
     "op_perf",
     "op_categories",
     "rank_steps",

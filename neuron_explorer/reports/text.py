@@ -104,14 +104,18 @@ def render(
             )
         console.print(t)
 
+    if len(a.neuron_engines):
+        from neuron_explorer.analyzers.neuron_summary import render_engine_table
+
+        render_engine_table(console, a.neuron_engines)
     if len(a.neuron_operators):
         t = Table(title="Operator Table: NeuronCore time by layer and HLO op", title_justify="left")
         for col in ("layer", "HLO op", "instructions", "device", "%"):
             t.add_column(col, justify="left" if col in ("layer", "HLO op") else "right")
         for r in a.neuron_operators.head(top).itertuples():
             t.add_row(
-                short(str(r.layer or "-"), 50),
-                short(str(r.hlo_name or "-"), 30),
+                short(_text(r.layer, "(no layer)"), 50),
+                short(_text(r.hlo_name, "(no HLO op)"), 30),
                 f"{r.instructions:,}",
                 fmt_ns(r.device_ns),
                 f"{r.device_pct:.1f}",
@@ -225,3 +229,14 @@ SHORT_LABELS = {
     "untraced": "untraced",
 }
 HOST_ONLY_SHORT = {**SHORT_LABELS, "compute": "ops"}
+
+
+def _text(value: object, missing: str) -> str:
+    """A label cell: ``missing`` for None, NaN and empty strings (never "nan")."""
+    if (
+        value is None
+        or (isinstance(value, float) and value != value)
+        or str(value).strip().lower() in ("", "nan", "none")
+    ):
+        return missing
+    return str(value)

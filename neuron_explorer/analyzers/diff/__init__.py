@@ -20,6 +20,7 @@ from neuron_explorer.analyzers.analysis import _jsonable, analyze, records
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.diff.compare import attach_lines, compare_items, compare_lines, compare_metrics
 from neuron_explorer.analyzers.diff.lines import ReadLines
+from neuron_explorer.analyzers.diff.neuron import kernel_metric_row, neuron_diff, sentence
 from neuron_explorer.analyzers.diff.sides import FAMILY_KEYS, Side, build_side, warmup_steps
 from neuron_explorer.analyzers.diff.stats import MIN_STEPS
 from neuron_explorer.trace.errors import AnalysisError
@@ -55,6 +56,9 @@ class TraceDiff:
     answer: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     confidence_level: float = CONFIDENCE
+    #: Two Neuron device profiles: kernel window, per-engine time, DMA bytes, Operator Table
+    #: (``diff.neuron``); None otherwise.
+    neuron: dict[str, pd.DataFrame] | None = None
 
     @property
     def enough_steps(self) -> bool:
@@ -88,6 +92,7 @@ class TraceDiff:
             "answer": [_jsonable(a) for a in self.answer],
             "notes": list(self.notes),
             "tables": {name: records(t, max_rows) for name, t in self.tables.items()},
+            **({"neuron": {k: records(t, max_rows) for k, t in self.neuron.items()}} if self.neuron else {}),
         }
 
 
@@ -102,7 +107,8 @@ class GateCheck:
 
     def describe(self) -> str:
         conf = "not enough steps" if math.isnan(self.confidence) else f"confidence {100 * self.confidence:.0f}%"
-        return f"{self.metric}: {self.delta_pct:+.1f}% of step time ({conf})"
+        of = "of the base kernel window" if self.metric == "kernel" else "of step time"
+        return f"{self.metric}: {self.delta_pct:+.1f}% {of} ({conf})"
 
 
 def diff_traces(
@@ -143,7 +149,38 @@ def diff_traces(
     )
     d.answer = _answer(d)
     d.notes = _notes(d, b, n)
+    d.neuron = neuron_diff(base.metadata, new.metadata)
+    if d.neuron is not None:
+        _add_kernel(d)
     return d
+
+
+def _add_kernel(d: TraceDiff) -> None:
+    """Device profiles: the kernel window joins the metrics (so the gate sees it) and leads the answer."""
+    assert d.neuron is not None
+    row = kernel_metric_row(d.neuron["summary"])
+    if row is not None:
+        d.metrics = pd.concat([d.metrics, pd.DataFrame([row])], ignore_index=True)
+    text = sentence(d.neuron["summary"])
+    if text and row is not None:
+        d.answer.insert(
+            0,
+            {
+                "family": "neuron",
+                "label": "kernel window",
+                "delta_ns": row["delta_ns"],
+                "base_count": 1.0,
+                "new_count": 1.0,
+                "status": "changed",
+                "confidence": None,
+                "line": "",
+                "text": text,
+            },
+        )
+    d.notes.append(
+        "Neuron device profiles: the span is mostly the fixed semaphore wait before the kernel; the `kernel` "
+        "metric compares the kernel windows (its % is of the base kernel) and the gate includes it"
+    )
 
 
 def _labels(table: pd.DataFrame, keys: list[str]) -> list[str]:

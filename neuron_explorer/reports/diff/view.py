@@ -113,6 +113,8 @@ def build(d: TraceDiff, top: int = 10, checks: list[GateCheck] | None = None, th
             ]
         )
     view.sections.append(Section("Step time and its attribution (per step)", METRIC_COLUMNS, rows))
+    if d.neuron is not None:
+        _neuron_sections(view, d.neuron, top, width)
     for name in ("ops", "kernels", "source_lines", "collectives", "op_shapes", "kernel_shapes"):
         t = d.tables[name]
         if not len(t) or (name.endswith("_shapes") and not (t["shapes"].astype(str) != "").any()):
@@ -135,6 +137,55 @@ def build(d: TraceDiff, top: int = 10, checks: list[GateCheck] | None = None, th
             view.gate.append(f"{verdict}  {c.describe()} (limit {threshold:+.1f}%)")
         view.gate_failed = any(c.failed for c in checks)
     return view
+
+
+NEURON_COLUMNS = ["metric", "base", "new", "change", "change %"]
+
+
+def _neuron_value(v: float | None, unit: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if unit == "ns":
+        return fmt_ns(v)
+    if unit == "%":
+        return f"{v:.3g}%"
+    return f"{v:,.0f}"
+
+
+def _neuron_sections(view: DiffView, neuron: dict[str, pd.DataFrame], top: int, width: int) -> None:
+    """Two device profiles: kernel window, per-engine time, DMA bytes, Operator Table."""
+    for key, title in (
+        ("summary", "NeuronCore: kernel window, DMA and utilization"),
+        ("engines", "NeuronCore: time per engine and DMA queue"),
+        ("operators", "NeuronCore: Operator Table (device time by layer / HLO op)"),
+    ):
+        t = neuron.get(key)
+        if t is None or not len(t):
+            continue
+        rows = []
+        for r in t.head(top if key == "operators" else len(t)).to_dict(orient="records"):
+            delta = r["delta"]
+            change = (
+                "-"
+                if delta is None or delta != delta
+                else ("+" if delta > 0 else "") + _neuron_value(delta, r["unit"]).lstrip("+")
+            )
+            rows.append(
+                [
+                    short(str(r["metric"]), width),
+                    _neuron_value(r["base"], r["unit"]),
+                    _neuron_value(r["new"], r["unit"]),
+                    change,
+                    pct(r["change_pct"]),
+                ]
+            )
+        view.sections.append(Section(title, NEURON_COLUMNS, rows))
+    k = neuron["summary"].set_index("metric").loc["kernel window"]
+    if k["base"] is not None and k["new"] is not None:
+        view.headline = (
+            f"Kernel window {fmt_ns(k['base'])} -> {fmt_ns(k['new'])}: {signed_ns(k['new'] - k['base'])} "
+            f"({pct(k['change_pct'])}). " + view.headline
+        )
 
 
 def doc(view: DiffView) -> dict[str, Any]:

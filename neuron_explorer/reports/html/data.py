@@ -115,6 +115,31 @@ OP_PERF_COLUMNS = (
     ("location", "File:line", "text"),
 )
 
+NEURON_SUMMARY_COLUMNS = (
+    ("device", "NeuronCore", "int"),
+    ("total_time_ns", "Span", "ns"),
+    ("kernel_time_ns", "Kernel window", "ns"),
+    ("kernel_engines_active_pct", "Engines alone (kernel)", "pct"),
+    ("kernel_dma_active_pct", "DMA (kernel)", "pct"),
+    ("kernel_engines_dma_active_pct", "Engines plus DMA (kernel)", "pct"),
+    ("mfu_kernel_pct", "MFU (kernel)", "pct"),
+    ("mfu_estimated_pct", "MFU (span)", "pct"),
+    ("mbu_kernel_pct", "MBU (kernel)", "pct"),
+    ("dma_transfer_count", "DMA transfers", "int"),
+    ("dma_transfer_total_bytes", "DMA bytes", "bytes"),
+)
+NEURON_ENGINE_COLUMNS = (
+    ("device", "NeuronCore", "int"),
+    ("unit", "Engine / DMA queue", "text"),
+    ("type", "Type", "text"),
+    ("instructions", "Instructions", "int"),
+    ("waits", "Waits", "int"),
+    ("bytes", "Bytes", "bytes"),
+    ("active_ns", "Active", "ns"),
+    ("kernel_util_pct", "% of kernel", "pct"),
+    ("span_util_pct", "% of span", "pct"),
+)
+
 MEMORY_COLUMNS = (
     ("device", "Device", "text"),
     ("peak_allocated_bytes", "Peak allocated", "bytes"),
@@ -167,6 +192,9 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "ranks": table(rank_rows(analysis), RANK_COLUMNS),
             "collectives": table(skewed_collectives(analysis), COLLECTIVE_COLUMNS),
             "collective_sizes": table(analysis.collective_sizes, COLLECTIVE_SIZE_COLUMNS),
+            # Trainium: the kernel window and the per-engine table (empty elsewhere)
+            "neuron_summary": table(getattr(analysis, "neuron_summary", None), NEURON_SUMMARY_COLUMNS),
+            "neuron_engines": table(getattr(analysis, "neuron_engines", None), NEURON_ENGINE_COLUMNS),
         },
         "timeline": timeline,
         "strings": strings.values,

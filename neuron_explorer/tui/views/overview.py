@@ -148,6 +148,9 @@ class OverviewPane(VerticalScroll):
             Text(f"The profile itself warns: {w}", style="yellow")
             for w in analysis.summary.get("profile_warnings") or []
         ]
+        engines = neuron_engines_renderable(analysis)
+        if engines is not None:
+            parts.append(engines)
         parts.append(table if findings else Text("no findings: no rule fired", style="green"))
         if len(analysis.findings) > TOP_FINDINGS:
             parts.append(Text(f"… {len(analysis.findings) - TOP_FINDINGS} more in Findings (2)", style="dim"))
@@ -156,6 +159,33 @@ class OverviewPane(VerticalScroll):
     def show_analysis_error(self, message: str) -> None:
         for wid in ("#overview-breakdown", "#overview-findings"):
             self.query_one(wid, Static).update(Text(f"analysis unavailable: {message}", style="red"))
+
+
+def neuron_engines_renderable(analysis: Analysis) -> Table | None:
+    """Trainium: each engine and DMA queue, active over the kernel window and the span; None
+    for other traces."""
+    engines = getattr(analysis, "neuron_engines", None)
+    if engines is None or not len(engines):
+        return None
+    from neuron_explorer.analyzers.neuron_summary import fmt_pct
+
+    def pct(v: object) -> str:
+        return fmt_pct(float(v)) if isinstance(v, (int, float)) and v == v else "-"
+
+    table = Table(box=None, header_style="bold", title="NeuronCore engines and DMA queues", title_justify="left")
+    for name in ("Core", "Engine / queue", "Instructions", "Active", "% of kernel", "% of span"):
+        table.add_column(name, justify="left" if name == "Engine / queue" else "right")
+    for r in engines.to_dict(orient="records"):
+        n = r.get("instructions")
+        table.add_row(
+            str(r.get("device")),
+            ("DMA " if r.get("type") == "dma" else "") + str(r.get("unit")),
+            f"{int(n):,}" if isinstance(n, (int, float)) and n == n else "-",
+            fmt_ns(r.get("active_ns") or 0),
+            pct(r.get("kernel_util_pct")),
+            pct(r.get("span_util_pct")),
+        )
+    return table
 
 
 def _who(r: dict) -> str:

@@ -418,6 +418,13 @@
   } else {
     document.getElementById("ranks").remove();
   }
+  if (DATA.tables.neuron_summary && DATA.tables.neuron_summary.shown_rows) {  // (a Neuron device profile only)
+    document.getElementById("neuron").hidden = false;
+    renderTable("neuron_summary");
+    renderTable("neuron_engines");
+  } else if (document.getElementById("neuron")) {
+    document.getElementById("neuron").remove();
+  }
   plot("kernels", F.kernels, "No device kernels in this trace (a host-only or empty profile).");
   renderTable("kernels");
   plot("ops", F.ops, "No framework ops in this trace.");
