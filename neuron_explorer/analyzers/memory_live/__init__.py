@@ -40,7 +40,16 @@ from neuron_explorer.analyzers.memory_live.peaks import (
 )
 from neuron_explorer.analyzers.memory_live.phases import PHASES, classify
 
-__all__ = ["AT_PEAK_COLUMNS", "PHASES", "STEP_COLUMNS", "LiveMemory", "at_peak_view", "live_memory", "retained_by_line"]
+__all__ = [
+    "AT_PEAK_COLUMNS",
+    "PHASES",
+    "STEP_COLUMNS",
+    "LiveMemory",
+    "activations_by_module",
+    "at_peak_view",
+    "live_memory",
+    "retained_by_line",
+]
 
 
 @dataclass
@@ -104,6 +113,37 @@ def at_peak_view(live: LiveMemory, by: str, scope: str = "trace", step: int = -1
         .reset_index()
     )
     return g.sort_values("live_bytes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def activations_by_module(live: LiveMemory, rank: int, device_type: str, device: int, depth: int = 2) -> pd.DataFrame:
+    """Activations saved for backward alive at the trace's peak of one device, by nn.Module path
+    cut to ``depth`` components (``Model_0.Block_3``: what ``torch.utils.checkpoint`` would wrap),
+    with the module's class (the path's last component without its ``_N`` index) and the
+    total of all modules of that class."""
+    t = live.at_peak
+    cols = ["module", "module_class", "live_bytes", "class_bytes", "class_modules"]
+    if not len(t):
+        return pd.DataFrame(columns=cols)
+    t = t[
+        (t["scope"] == "trace")
+        & (t["phase"] == "activations")
+        & (t["rank"] == rank)
+        & (t["device_type"] == device_type)
+        & (t["device"] == device)
+        & t["src_module"].notna()
+    ]
+    if not len(t):
+        return pd.DataFrame(columns=cols)
+    # the at-peak table is already aggregated (one row per line, op, module and phase): a few rows
+    paths = t["src_module"].astype(str).str.split(".")
+    module = paths.map(lambda p: ".".join(p[:depth]))
+    g = pd.DataFrame({"module": module.to_numpy(), "live_bytes": t["live_bytes"].to_numpy()}).groupby("module").sum()
+    g = g.reset_index()
+    g["module_class"] = g["module"].str.split(".").str[-1].str.replace(r"_\d+$", "", regex=True)
+    cls = g.groupby("module_class")["live_bytes"].agg(["sum", "size"])
+    g["class_bytes"] = g["module_class"].map(cls["sum"]).astype(np.int64)
+    g["class_modules"] = g["module_class"].map(cls["size"]).astype(np.int64)
+    return g.sort_values("live_bytes", ascending=False).reset_index(drop=True)[cols]
 
 
 def retained_by_line(live: LiveMemory, steps: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,229 @@
+"""The live-set replay (analyzers.memory_live) and the memory_leak rule, on real captures and
+real traces.
+
+Planted workloads (tests/planted/memory_leak.py, memory_peak.py, clean.py) are profiled for real
+with ``neuron_explorer.profile`` (profile_memory=True) in a subprocess; the expected bytes come
+from the scripts' tensor shapes, never from the code under test. The real traces with memory
+events in tests/data are checked against an independent replay of their raw JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import neuron_explorer as ne
+from neuron_explorer.analyzers import Analysis, analyze
+from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
+from neuron_explorer.analyzers.memory_live import at_peak_view
+from neuron_explorer.trace.model import Trace
+from tests.conftest import KINETO
+from tests.planted import memory_leak as leak_script
+from tests.planted import memory_peak as peak_script
+
+pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch]
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the real traces in tests/data that hold [memory] events
+MEMORY_TRACES = (
+    "tracelens/qwen_h100.json.gz",
+    "tracelens/qwen_mi300.json.gz",
+    "local/cpu_mlp_step4.json",
+    "local/example_cpu_small.json",
+)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Analysis]:
+    """The three workloads, captured at once (independent processes)."""
+    out = tmp_path_factory.mktemp("memory_live")
+    runs = {"leak": ("memory_leak", 4), "peak": ("memory_peak", 4), "clean": ("clean", 6)}
+    procs = {
+        key: subprocess.Popen(
+            [sys.executable, "-m", "tests.planted._harness", name, str(out / f"{key}.parquet"), str(steps)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for key, (name, steps) in runs.items()
+    }
+    result = {}
+    for key, p in procs.items():
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, f"capturing {key} failed:\n{err[-2000:]}"
+        result[key] = analyze(ne.load(out / f"{key}.parquet"))
+    return result
+
+
+def _marked_line(path: Path, marker: str) -> int:
+    return next(i for i, text in enumerate(path.read_text().splitlines(), 1) if f"# {marker}" in text)
+
+
+# ------------------------------------------------------------------------------ leaks
+def test_planted_leak_is_found_at_its_line_with_the_bytes_the_script_keeps(captured: dict[str, Analysis]) -> None:
+    a = captured["leak"]
+    found = [f for f in a.findings if f.rule_id == "memory_leak"]
+    assert len(found) == 1, [(f.rule_id, f.title) for f in a.findings]
+    f = found[0]
+    # the script keeps one relu output of BATCH x HIDDEN float32 per step
+    expected = leak_script.BATCH * leak_script.HIDDEN * 4
+    line = _marked_line(Path(leak_script.__file__), "PLANTED")
+    top = f.source_lines[0]
+    assert Path(top["file"]).name == "memory_leak.py" and top["line"] == line
+    assert top["bytes_per_step"] == pytest.approx(expected, rel=0.05)
+    assert f.metrics["bytes_per_step"]["value"] == pytest.approx(expected, rel=0.05)
+    # judged: the steady steps but the first and the last (6 steps recorded: 2..5)
+    assert f.metrics["steps"]["value"] == leak_script.STEPS - 2
+    assert "list" in f.recommendation and ".item()" in f.recommendation
+
+
+def test_clean_training_loop_has_no_leak(captured: dict[str, Analysis]) -> None:
+    a = captured["clean"]
+    assert "memory_leak" in a.rules_run
+    assert "memory_leak" not in dict(a.skipped), dict(a.skipped).get("memory_leak")
+    assert not [f for f in a.findings if f.rule_id == "memory_leak"]
+
+
+def test_leak_threshold_is_what_decides(captured: dict[str, Analysis]) -> None:
+    """The same leaking trace, with the bytes-per-step threshold above what it keeps: no finding."""
+    trace = ne.load(captured["leak"].summary["source"]) if captured["leak"].summary["source"] else None
+    assert trace is not None
+    expected = leak_script.BATCH * leak_script.HIDDEN * 4
+    a = analyze(trace, rules=["memory_leak"], thresholds={"memory_leak.min_bytes_per_step": 2 * expected})
+    assert not a.findings
+
+
+# ------------------------------------------------------------------------------ peaks
+def test_live_set_at_the_peak_by_line_matches_the_allocations(captured: dict[str, Analysis]) -> None:
+    a = captured["peak"]
+    by_line = at_peak_view(a.live_memory, "line")
+    path = Path(peak_script.__file__)
+    got = {
+        int(r.src_line): int(r.live_bytes) for r in by_line.itertuples() if r.src_file and "memory_peak" in r.src_file
+    }
+    for marker, (rows, cols) in peak_script.SHAPES.items():
+        assert got.get(_marked_line(path, marker), 0) == pytest.approx(rows * cols * 4, rel=0.05), marker
+    expected_total = sum(r * c * 4 for r, c in peak_script.SHAPES.values())
+    peak = int(a.memory_at_peak.loc[a.memory_at_peak["scope"] == "trace", "peak_allocated_bytes"].iloc[0])
+    assert peak == pytest.approx(expected_total, rel=0.05)
+    # every step has its own peak, with the same three buffers alive
+    steps = a.memory_at_peak[a.memory_at_peak["scope"] == "step"]
+    assert steps["step"].nunique() == a.steps["step"].nunique() >= 3
+
+
+def test_phases_of_a_training_step(captured: dict[str, Analysis]) -> None:
+    """The leaking MLP: its kept activations are retained, its gradients outlive backward."""
+    live = captured["leak"].live_memory
+    phases = at_peak_view(live, "phase").set_index("phase")["live_bytes"]
+    kept = (leak_script.STEPS) * leak_script.BATCH * leak_script.HIDDEN * 4
+    assert phases["retained"] >= kept
+    grad_fc1 = leak_script.HIDDEN * leak_script.IN_FEATURES * 4  # fc1.weight.grad
+    assert phases["gradients"] >= grad_fc1
+
+
+# ------------------------------------------------------------------------------ replay against Total Allocated
+def _raw_memory_events(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        doc = json.load(fh)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    return [e for e in events if e.get("name") == "[memory]" and "Bytes" in (e.get("args") or {})]
+
+
+@pytest.mark.parametrize("name", MEMORY_TRACES)
+def test_replay_agrees_with_total_allocated_on_real_traces(name: str) -> None:
+    path = KINETO / name
+    a = analyze(ne.load(path), rules=["memory_leak"])
+    rp = a.memory_replay
+    assert len(rp)
+    for r in rp.itertuples():
+        assert r.agrees, r.reason
+        assert r.events == r.events_with_total == r.agreeing_events
+    # independently: per device, the offset is the first event's Total Allocated minus its Bytes
+    raw = _raw_memory_events(path)
+    first: dict[tuple[int, int], dict] = {}
+    for e in sorted(raw, key=lambda e: float(e["ts"])):
+        first.setdefault((e["args"]["Device Type"], e["args"]["Device Id"]), e["args"])
+    offsets = sorted(v["Total Allocated"] - v["Bytes"] for v in first.values())
+    assert sorted(int(x) for x in rp["offset_bytes"]) == offsets
+
+
+def test_live_bytes_at_the_peak_match_an_independent_replay() -> None:
+    """qwen_h100: replay the raw JSON with a dict of live blocks by address, stop at the
+    trace's peak event, and compare the bytes alive (allocated in the trace) with ours."""
+    path = KINETO / "tracelens/qwen_h100.json.gz"
+    a = analyze(ne.load(path), rules=["memory_leak"])
+    raw = [e for e in _raw_memory_events(path) if e["args"]["Device Type"] == 1]
+    raw.sort(key=lambda e: float(e["ts"]))
+    peak_total = max(e["args"]["Total Allocated"] for e in raw)
+    live: dict[int, int] = {}
+    for e in raw:
+        args = e["args"]
+        if args["Bytes"] > 0:
+            live[args["Addr"]] = args["Bytes"]
+        else:
+            live.pop(args["Addr"], None)
+        if args["Total Allocated"] == peak_total:
+            break
+    t = a.memory_at_peak
+    t = t[(t["scope"] == "trace") & (t["device_type"] == "cuda")]
+    assert int(t["peak_allocated_bytes"].iloc[0]) == peak_total
+    in_trace = int(t.loc[t["phase"] != "before_trace", "live_bytes"].sum())
+    assert in_trace == sum(live.values())
+    assert int(t["live_bytes"].sum()) == peak_total
+
+
+def test_replay_says_where_and_why_when_an_event_is_missing(tmp_path: Path) -> None:
+    """Take one free out of a real trace (it becomes a plain instant): from there on the replay
+    cannot agree with Total Allocated, and the check names the event and the reason."""
+    trace = ne.load(KINETO / "tracelens/qwen_h100.json.gz")
+    ev = trace.events
+    kind = pc.cast(ev["kind"], pa.string())
+    is_mem = pc.equal(kind, "memory").to_numpy(zero_copy_only=False)
+    b = ev["bytes"].to_numpy(zero_copy_only=False)
+    dt = pc.cast(ev["device_type"], pa.string()).to_numpy(zero_copy_only=False)
+    victims = [i for i in range(len(b)) if is_mem[i] and dt[i] == "cuda" and b[i] < 0]
+    victim = victims[len(victims) // 2]
+    kinds = kind.to_pylist()
+    kinds[victim] = "instant"
+    broken = Trace(
+        ev.set_column(ev.schema.get_field_index("kind"), "kind", pa.array(kinds).dictionary_encode()),
+        dict(trace.metadata),
+    )
+    out = tmp_path / "broken.parquet"
+    broken.write(out)
+    a = analyze(ne.load(out), rules=["memory_leak"])
+    r = a.memory_replay[a.memory_replay["device_type"] == "cuda"].iloc[0]
+    assert not r["agrees"]
+    following = [i for i in range(victim + 1, len(b)) if is_mem[i] and dt[i] == "cuda"][0]
+    assert r["first_mismatch_event_id"] == following
+    assert r["max_diff_bytes"] == -b[victim]
+    assert "no allocation or free in the trace explains" in r["reason"]
+
+
+# ------------------------------------------------------------------------------ no memory events
+def test_trace_without_memory_events_says_how_to_record_them() -> None:
+    a = analyze(ne.load(KINETO / "hta/alexnet_a100.json.gz"), rules=["memory"])
+    assert a.memory_summary["missing"] == NO_MEMORY_EVENTS
+    skipped = dict(a.skipped)
+    for rid in ("memory_leak", "memory_capacity", "memory_fragmentation", "alloc_churn"):
+        assert "record --memory" in skipped[rid] and "profile_memory=True" in skipped[rid], rid
+    assert a.memory_at_peak.empty and a.memory_live.empty
+
+
+def test_memory_tables_are_in_the_json(captured: dict[str, Analysis]) -> None:
+    doc = captured["leak"].to_dict()
+    tables = doc["tables"]
+    assert tables["memory_at_peak"] and tables["memory_at_peak"][0]["scope"] == "trace"
+    assert {r["step"] for r in tables["memory_live"]} == set(range(1, leak_script.STEPS + 1))
+    assert tables["memory_replay"][0]["agrees"] is True
+    json.dumps(doc)  # JSON-able
