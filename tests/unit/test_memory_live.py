@@ -204,7 +204,7 @@ def test_replay_says_where_and_why_when_an_event_is_missing(tmp_path: Path) -> N
     a = analyze(ne.load(out), rules=["memory_leak"])
     r = a.memory_replay[a.memory_replay["device_type"] == "cuda"].iloc[0]
     assert not r["agrees"]
-    following = [i for i in range(victim + 1, len(b)) if is_mem[i] and dt[i] == "cuda"][0]
+    following = next(i for i in range(victim + 1, len(b)) if is_mem[i] and dt[i] == "cuda")
     assert r["first_mismatch_event_id"] == following
     assert r["max_diff_bytes"] == -b[victim]
     assert "no allocation or free in the trace explains" in r["reason"]
@@ -227,3 +227,25 @@ def test_memory_tables_are_in_the_json(captured: dict[str, Analysis]) -> None:
     assert {r["step"] for r in tables["memory_live"]} == set(range(1, leak_script.STEPS + 1))
     assert tables["memory_replay"][0]["agrees"] is True
     json.dumps(doc)  # JSON-able
+
+
+# ------------------------------------------------------------------------------ agents
+def test_agents_get_the_live_set_at_the_peak_and_the_metrics_tables() -> None:
+    from neuron_explorer.agents import views
+    from neuron_explorer.agents.catalog import TraceCatalog
+    from neuron_explorer.agents.tables import METRICS_TABLES, metrics_tables
+
+    catalog = TraceCatalog.open([KINETO / "tracelens/qwen_h100.json.gz", KINETO / "hta/alexnet_a100.json.gz"])
+    answer = views.memory_at_peak(catalog.get("qwen_h100"), by="phase")
+    cuda = [r for r in answer["rows"] if r["device_type"] == "cuda"]
+    peak = next(p for p in answer["peaks"] if p["device_type"] == "cuda")["peak_allocated_bytes"]
+    assert sum(r["live_bytes"] for r in cuda) == peak
+    assert {r["phase"] for r in cuda} >= {"before_trace", "temporaries"}
+    assert all(r["agrees"] for r in answer["replay"])
+    missing = views.memory_at_peak(catalog.get("alexnet_a100"))
+    assert missing["rows"] == [] and "record --memory" in missing["missing"]
+    tables, errors = metrics_tables(catalog)
+    assert not errors
+    for name in ("memory_at_peak", "memory_live", "memory_replay", "memory_fragmentation"):
+        assert name in tables and name in METRICS_TABLES
+    assert tables["memory_replay"].num_rows == 2  # qwen_h100's cpu and cuda:0
