@@ -116,23 +116,49 @@ def live_at_peaks(mem: pd.DataFrame, blocks: pd.DataFrame, points: pd.DataFrame,
     # alive at peak p: a_row <= p_row < f_row
     lo = np.searchsorted(pkey, dev * base + a_row, "left")
     hi = np.searchsorted(pkey, dev * base + f_row, "left")
-    counts = np.maximum(hi - lo, 0)
-    which = np.repeat(np.arange(len(blocks)), counts)
-    offsets = np.arange(len(which)) - np.repeat(np.cumsum(counts) - counts, counts)
-    peak_of = lo[which] + offsets
+    lo = np.minimum(lo, hi)
     size = blocks["size_bytes"].to_numpy(np.int64)
-    phase = blocks["phase"].to_numpy(np.int8)
-    keys = {
-        "p": peak_of,
-        "phase": phase[which],
-        "file": blocks["src_file"].cat.codes.to_numpy()[which],
-        "line": blocks["src_line"].to_numpy()[which],
-        "func": blocks["src_func"].cat.codes.to_numpy()[which],
-        "module": blocks["src_module"].cat.codes.to_numpy()[which],
-        "op": ops.cat.codes.to_numpy()[which],
+    # one group per (phase, line, module, op): a block adds its size to its group over the run
+    # of peaks [lo, hi) it is alive at; a difference array per group and a cumulative sum give
+    # every group's live bytes at every peak without listing (block, peak) pairs (a leak of
+    # many blocks over many steps would make those pairs blocks x steps)
+    key_cols = {
+        "phase": blocks["phase"].to_numpy(np.int8),
+        "file": blocks["src_file"].cat.codes.to_numpy(),
+        "line": blocks["src_line"].to_numpy(),
+        "func": blocks["src_func"].cat.codes.to_numpy(),
+        "module": blocks["src_module"].cat.codes.to_numpy(),
+        "op": ops.cat.codes.to_numpy(),
     }
-    frame = pd.DataFrame({**keys, "bytes": size[which]})
-    g = frame.groupby(list(keys), sort=False).agg(live_bytes=("bytes", "sum"), blocks=("bytes", "size")).reset_index()
+    keys = pd.DataFrame(key_cols)
+    gid = keys.groupby(list(key_cols), sort=False).ngroup().to_numpy(np.int64)
+    n_groups, n_peaks = int(gid.max()) + 1, len(pts)
+    firsts = pd.Series(np.arange(len(gid))).groupby(gid).first().to_numpy()
+    parts = []
+    chunk = max(1, 20_000_000 // (n_peaks + 1))  # groups per pass: bounded memory
+    for g0 in range(0, n_groups, chunk):  # one pass unless there are very many groups
+        m = (gid >= g0) & (gid < g0 + chunk)
+        local = gid[m] - g0
+        width = n_peaks + 1
+        span = min(chunk, n_groups - g0) * width
+        live = np.bincount(local * width + lo[m], weights=size[m], minlength=span)
+        live -= np.bincount(local * width + hi[m], weights=size[m], minlength=span)
+        cnt = np.bincount(local * width + lo[m], minlength=span) - np.bincount(local * width + hi[m], minlength=span)
+        live = np.cumsum(live.reshape(-1, width), axis=1)[:, :n_peaks]
+        cnt = np.cumsum(cnt.reshape(-1, width), axis=1)[:, :n_peaks]
+        gi, pi = np.nonzero(cnt > 0)
+        first = firsts[gi + g0]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "p": pi,
+                    **{k: v[first] for k, v in key_cols.items()},
+                    "live_bytes": np.rint(live[gi, pi]).astype(np.int64),
+                    "blocks": cnt[gi, pi].astype(np.int64),
+                }
+            )
+        )
+    g = pd.concat(parts, ignore_index=True)
     explained = np.bincount(g["p"].to_numpy(), weights=g["live_bytes"].to_numpy(np.float64), minlength=len(pts))
     residual = pts["peak_allocated_bytes"].to_numpy(np.int64) - explained.astype(np.int64)
     rest = np.flatnonzero(residual != 0)
