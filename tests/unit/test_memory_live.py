@@ -249,3 +249,46 @@ def test_agents_get_the_live_set_at_the_peak_and_the_metrics_tables() -> None:
     for name in ("memory_at_peak", "memory_live", "memory_replay", "memory_fragmentation"):
         assert name in tables and name in METRICS_TABLES
     assert tables["memory_replay"].num_rows == 2  # qwen_h100's cpu and cuda:0
+
+
+# ------------------------------------------------------------------------------ fragmentation
+def _with_driver_call(path: Path, call: str, out: Path) -> Path:
+    """The real trace with one runtime call inside its step renamed to a driver allocation."""
+    trace = ne.load(path)
+    ev = trace.events
+    kinds = pc.cast(ev["kind"], pa.string()).to_pylist()
+    steps = ev["step"].to_pylist()
+    names = pc.cast(ev["name"], pa.string()).to_pylist()
+    victim = next(i for i, (k, s) in enumerate(zip(kinds, steps)) if k == "runtime" and s is not None and s >= 0)
+    names[victim] = call
+    column = pa.array(names).dictionary_encode()
+    Trace(ev.set_column(ev.schema.get_field_index("name"), "name", column), dict(trace.metadata)).write(out)
+    return out
+
+
+def test_a_reserved_gap_alone_is_not_fragmentation() -> None:
+    """qwen_h100 holds 1.6 GB reserved but free (62%), with a flat reservation and no driver
+    calls in its step: a cache being reused, no finding."""
+    a = analyze(ne.load(KINETO / "tracelens/qwen_h100.json.gz"), rules=["memory_fragmentation"])
+    fr = a.memory_fragmentation.iloc[0]
+    assert fr["reserved_gap_at_peak_bytes"] == fr["peak_reserved_bytes"] - fr["allocated_at_reserved_peak_bytes"]
+    assert fr["reserved_gap_at_peak_bytes"] > 1 << 30 and fr["reserved_growth_steady_bytes"] == 0
+    assert "memory_fragmentation" not in dict(a.skipped) and not a.findings
+
+
+@pytest.mark.parametrize(
+    ("name", "call", "advice"),
+    [("tracelens/qwen_h100.json.gz", "cudaMalloc", True), ("tracelens/qwen_mi300.json.gz", "hipMalloc", False)],
+)
+def test_gap_with_driver_allocations_in_a_step_is_fragmentation(
+    tmp_path: Path, name: str, call: str, advice: bool
+) -> None:
+    path = _with_driver_call(KINETO / name, call, tmp_path / "t.parquet")
+    a = analyze(ne.load(path), rules=["memory_fragmentation"])
+    assert len(a.findings) == 1
+    f = a.findings[0]
+    assert f.metrics["driver_allocs"]["value"] == 1
+    fr = a.memory_fragmentation.iloc[0]
+    assert f.metrics["gap_bytes"]["value"] == fr["reserved_gap_at_peak_bytes"]
+    # expandable_segments is CUDA's allocator setting: advised on the H100, not on the MI300
+    assert ("expandable_segments:True" in f.recommendation) is advice
