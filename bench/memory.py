@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         Row("memory_live replay alone", fmt_s(live)),
         Row("memory findings", ", ".join(ours[0]["memory_findings"]) or "none"),
     ]
-    print(print_table(rows, "Memory analysis: ours (with the live-set replay) vs the reference (today's analyze)"))
+    print_table(rows, "Memory analysis: ours (with the live-set replay) vs the reference (today's analyze)")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "memory.json").write_text(
         json.dumps({"when": time.strftime("%Y-%m-%d %H:%M:%S"), "ours": ours, "reference": ref}, indent=1)

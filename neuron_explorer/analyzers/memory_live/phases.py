@@ -45,30 +45,32 @@ _OPTIMIZER = "Optimizer.step#"
 def backward_windows(frames: TraceFrames) -> pd.DataFrame:
     """rank, start_ns, end_ns of each backward pass."""
     host = frames.host
-    ops = host[(host["kind"] == Kind.CPU_OP).to_numpy()]
-    if not len(ops):
+    is_op = (host["kind"] == Kind.CPU_OP).to_numpy()
+    if not is_op.any():
         return _empty()
-    bwd = name_mask(ops["name"], predicate=lambda v: v.startswith(_BACKWARD)) | (ops["fwd_id"].to_numpy() >= 0)
+    # whole columns, no copy of the host frame: the engine's spans among the ops
+    bwd = is_op & (
+        name_mask(host["name"], predicate=lambda v: v.startswith(_BACKWARD)) | (host["fwd_id"].to_numpy() >= 0)
+    )
     if not bwd.any():
         return _empty()
-    b = ops[bwd]
-    start = b["start_ns"].to_numpy(np.int64)
-    r, s, e = merge_windows(b["rank"].to_numpy(np.int64), start, start + b["dur_ns"].to_numpy(np.int64))
+    rank_all = host["rank"].to_numpy(np.int64)
+    start_all = host["start_ns"].to_numpy(np.int64)
+    start = start_all[bwd]
+    r, s, e = merge_windows(rank_all[bwd], start, start + host["dur_ns"].to_numpy(np.int64)[bwd])
     # close the gaps between engine spans in which no other op starts (the engine's own work)
-    others = ops[~bwd]
-    keys_r = others["rank"].to_numpy(np.int64)
-    keys_t = others["start_ns"].to_numpy(np.int64)
+    other = is_op & ~bwd
+    keys_r, keys_t = rank_all[other], start_all[other]
     order = np.lexsort((keys_t, keys_r))
     keys_r, keys_t = keys_r[order], keys_t[order]
     same = r[1:] == r[:-1]
-    gap_lo, gap_hi = e[:-1], s[1:]
-    lo = _search(keys_r, keys_t, r[:-1], gap_lo, "right")
-    hi = _search(keys_r, keys_t, r[1:], gap_hi, "left")
+    lo = _search(keys_r, keys_t, r[:-1], e[:-1], "right")
+    hi = _search(keys_r, keys_t, r[1:], s[1:], "left")
     join = same & (hi <= lo)
     new = np.r_[True, ~join]
     group = np.cumsum(new) - 1
     out_s = s[new]
-    out_e = np.zeros(len(out_s), np.int64)
+    out_e = np.full(len(out_s), np.iinfo(np.int64).min, np.int64)  # (times may be negative: relative traces)
     np.maximum.at(out_e, group, e)
     return pd.DataFrame({"rank": r[new], "start_ns": out_s, "end_ns": out_e})
 
