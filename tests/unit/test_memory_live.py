@@ -292,3 +292,24 @@ def test_gap_with_driver_allocations_in_a_step_is_fragmentation(
     assert f.metrics["gap_bytes"]["value"] == fr["reserved_gap_at_peak_bytes"]
     # expandable_segments is CUDA's allocator setting: advised on the H100, not on the MI300
     assert ("expandable_segments:True" in f.recommendation) is advice
+
+
+# ------------------------------------------------------------------------------ report
+def test_report_stacks_live_memory_by_phase_and_lists_the_peak() -> None:
+    from neuron_explorer.reports.html import build_report_data
+
+    trace = ne.load(KINETO / "tracelens/qwen_h100.json.gz")
+    a = analyze(trace)
+    data = build_report_data(trace, a)
+    fig = data["figures"]["memory_phases"]
+    peak = a.memory_at_peak[(a.memory_at_peak["scope"] == "trace") & (a.memory_at_peak["device_type"] == "cuda")]
+    peak_bytes = int(peak["peak_allocated_bytes"].iloc[0])
+    # the stack at the highest point is the peak (GiB, rounded to 3 decimals per phase)
+    totals = [sum(vals) for vals in zip(*(trace_["y"] for trace_ in fig["data"]))]
+    assert max(totals) == pytest.approx(peak_bytes / 2**30, abs=0.01)
+    assert {t["name"] for t in fig["data"]} == {"before trace", "temporaries"}
+    t0 = int(a.memory["start_ns"][a.memory["device_type"] == "cuda"].min())
+    assert fig["layout"]["shapes"][0]["x0"] == pytest.approx((int(peak["peak_ns"].iloc[0]) - t0) / 1e6)
+    table = data["tables"]["memory_at_peak"]
+    assert table["total_rows"] == int((a.memory_at_peak["scope"] == "trace").sum())
+    assert table["rows"]["live_bytes"][0] == int(peak["live_bytes"].max())
