@@ -313,3 +313,27 @@ def test_report_stacks_live_memory_by_phase_and_lists_the_peak() -> None:
     table = data["tables"]["memory_at_peak"]
     assert table["total_rows"] == int((a.memory_at_peak["scope"] == "trace").sum())
     assert table["rows"]["live_bytes"][0] == int(peak["live_bytes"].max())
+
+
+# ------------------------------------------------------------------------------ TUI
+async def test_tui_overview_shows_the_peak_and_the_lines_holding_it() -> None:
+    from neuron_explorer.tui.app import ExplorerApp
+    from neuron_explorer.tui.data import TraceSource
+
+    trace = ne.load(KINETO / "local/cpu_mlp_step4.json")
+    a = analyze(trace)
+    app = ExplorerApp(TraceSource(trace, name="cpu_mlp_step4", analyzer=lambda t: a))
+    async with app.run_test(size=(160, 60)) as pilot:
+        for _ in range(3):
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+        panel = app.query_one("#overview-memory")
+        assert panel.display
+        # the composited screen as plain text: what a user reads in the terminal
+        text = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+    top = at_peak_view(a.live_memory, "line").iloc[0]
+    assert f"{top['src_file']}:{top['src_line']}" in text
+    from neuron_explorer.trace.units import format_quantity
+
+    peak = int(a.memory_at_peak["peak_allocated_bytes"].max())
+    assert "gradients" in text and f"peak {format_quantity(peak, 'bytes')}" in text
