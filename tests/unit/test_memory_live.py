@@ -337,3 +337,52 @@ async def test_tui_overview_shows_the_peak_and_the_lines_holding_it() -> None:
 
     peak = int(a.memory_at_peak["peak_allocated_bytes"].max())
     assert "gradients" in text and f"peak {format_quantity(peak, 'bytes')}" in text
+
+
+# ------------------------------------------------------------------------------ the user's path
+LEAKY_SCRIPT = """\
+import torch
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 128), torch.randint(0, 4, (64,))
+history = []
+for _ in range(8):
+    out = model(x)
+    history.append(torch.mul(out, 1.0))  # LEAK: 64 x 4 float32 per step, kept with its graph
+    loss = torch.nn.functional.cross_entropy(out, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_record_memory_then_analyze_names_the_leaking_line(tmp_path: Path) -> None:
+    """What a user runs: ``record --memory script.py`` then ``analyze --format json``; the
+    threshold is lowered to the script's small per-step size (64 x 4 float32 = 1 KiB)."""
+    script = tmp_path / "train.py"
+    script.write_text(LEAKY_SCRIPT)
+    out = tmp_path / "train.parquet"
+    run = [sys.executable, "-m", "neuron_explorer"]
+    rec = subprocess.run(
+        [*run, "record", "--memory", "-o", str(out), str(script)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    ana = subprocess.run(
+        [*run, "analyze", str(out), "--format", "json", "--threshold", "memory_leak.min_bytes_per_step=512"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ana.returncode in (0, 1), ana.stderr[-2000:]
+    doc = json.loads(ana.stdout)
+    leaks = [f for f in doc["findings"] if f["rule_id"] == "memory_leak"]
+    assert leaks, [f["rule_id"] for f in doc["findings"]]
+    line = next(i for i, t in enumerate(LEAKY_SCRIPT.splitlines(), 1) if "# LEAK" in t)
+    top = leaks[0]["source_lines"][0]
+    assert Path(top["file"]).name == "train.py" and top["line"] == line
+    # the kept output, plus the 8-byte wrapped scalar its graph (MulBackward0) keeps with it
+    assert top["bytes_per_step"] == pytest.approx(64 * 4 * 4, rel=0.05)
