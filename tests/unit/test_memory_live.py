@@ -24,7 +24,7 @@ from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import at_peak_view
 from neuron_explorer.trace.model import Trace
-from tests.conftest import KINETO
+from tests.conftest import KINETO, shared_fixture
 from tests.planted import memory_leak as leak_script
 from tests.planted import memory_peak as peak_script
 
@@ -39,6 +39,8 @@ MEMORY_TRACES = (
     "local/cpu_mlp_step4.json",
     "local/example_cpu_small.json",
 )
+#: the 216k-event V100 training trace (26,770 device memory events), in ../shared only
+SCALE_FIXTURE = "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +141,9 @@ def _raw_memory_events(path: Path) -> list[dict]:
     return [e for e in events if e.get("name") == "[memory]" and "Bytes" in (e.get("args") or {})]
 
 
-@pytest.mark.parametrize("name", MEMORY_TRACES)
+@pytest.mark.parametrize("name", [*MEMORY_TRACES, SCALE_FIXTURE])
 def test_replay_agrees_with_total_allocated_on_real_traces(name: str) -> None:
-    path = KINETO / name
+    path = shared_fixture(name) if name == SCALE_FIXTURE else KINETO / name
     a = analyze(ne.load(path), rules=["memory_leak"])
     rp = a.memory_replay
     assert len(rp)
