@@ -388,3 +388,36 @@ def test_record_memory_then_analyze_names_the_leaking_line(tmp_path: Path) -> No
     assert Path(top["file"]).name == "train.py" and top["line"] == line
     # the kept output, plus the 8-byte wrapped scalar its graph (MulBackward0) keeps with it
     assert top["bytes_per_step"] == pytest.approx(64 * 4 * 4, rel=0.05)
+
+
+# ------------------------------------------------------------------------------ capacity
+def test_capacity_names_the_lines_alive_at_the_peak_and_advises_for_the_run_traced() -> None:
+    """qwen_h100 is inference (no backward pass): the finding names the line holding the most at
+    the peak with its live bytes, and gives no training advice; its reserved-but-free gap has a
+    flat reservation, so no expandable_segments either."""
+    a = analyze(
+        ne.load(KINETO / "tracelens/qwen_h100.json.gz"),
+        rules=["memory_capacity"],
+        thresholds={"memory_capacity.max_peak_pct": 1},
+    )
+    (f,) = a.findings
+    by_line = at_peak_view(a.live_memory, "line")
+    top = by_line[(by_line["device_type"] == "cuda") & by_line["src_file"].notna()].iloc[0]
+    assert (f.source_lines[0]["line"], f.source_lines[0]["value"]) == (int(top["src_line"]), int(top["live_bytes"]))
+    assert "checkpoint" not in f.recommendation and "gradient accumulation" not in f.recommendation
+    assert "inference_mode" in f.recommendation
+    assert "expandable_segments" not in f.recommendation
+    assert "Alive at the peak: temporaries" in f.message
+
+
+def test_capacity_on_a_training_trace_advises_checkpointing() -> None:
+    path = shared_fixture(SCALE_FIXTURE)
+    a = analyze(ne.load(path), rules=["memory_capacity"], thresholds={"memory_capacity.max_peak_pct": 1})
+    (f,) = a.findings
+    assert "torch.utils.checkpoint.checkpoint(" in f.recommendation and "use_reentrant=False" in f.recommendation
+    phases = at_peak_view(a.live_memory, "phase")
+    act = int(phases.loc[(phases["phase"] == "activations") & (phases["device_type"] == "cuda"), "live_bytes"].iloc[0])
+    assert act > 0
+    from neuron_explorer.trace.units import format_quantity
+
+    assert f"activations {format_quantity(act, 'bytes')}" in f.message

@@ -39,6 +39,22 @@ COLUMNS = [
 ]
 
 
+def fragmentation_pattern(row: object, min_gap_pct: float = 30.0, min_gap_bytes: float = float(1 << 30)) -> bool:
+    """A row of ``fragmentation_table`` shows fragmentation: at the reserved peak at least
+    ``min_gap_pct`` of the reservation (and ``min_gap_bytes``) is not allocated, while the steady
+    steps still grow the reservation, allocate from the driver, or free to it (a retry). A gap
+    with a flat reservation is a cache being reused; driver calls with no gap are growth."""
+    gap = float(getattr(row, "reserved_gap_at_peak_bytes", 0))
+    reserved = max(float(getattr(row, "peak_reserved_bytes", 0)), 1.0)
+    if 100.0 * gap / reserved < min_gap_pct or gap < min_gap_bytes:
+        return False
+    return bool(
+        getattr(row, "reserved_growth_steady_bytes", 0) > 0
+        or getattr(row, "malloc_calls_in_steps", 0) > 0
+        or getattr(row, "free_calls_in_steps", 0) > 0
+    )
+
+
 def allocator_calls(frames: TraceFrames, steps: pd.DataFrame) -> pd.DataFrame:
     """Per rank: driver allocation and free calls inside steady (non-warm-up) steps, and their time."""
     rt = frames.host_of(Kind.RUNTIME)

@@ -12,6 +12,8 @@ from neuron_explorer.analyzers.context import ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import activations_by_module, at_peak_view
+from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
+from neuron_explorer.analyzers.memory_live.phases import backward_windows
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -224,10 +226,16 @@ def memory_capacity(ctx: RuleContext) -> list[Finding]:
     frag = (
         frag[(frag["rank"] == rank) & (frag["device_type"] == dt) & (frag["device"] == device)] if len(frag) else frag
     )
-    fragmented = bool(len(frag)) and float(frag["reserved_gap_at_peak_bytes"].iloc[0]) >= 0.3 * float(
-        frag["peak_reserved_bytes"].iloc[0]
-    )
-    fixes = [fix_ckpt, "autocast to bf16/fp16", "smaller micro-batches with gradient accumulation"]
+    # the same pattern memory_fragmentation names (a gap alone is a cache being reused)
+    fragmented = any(fragmentation_pattern(r) for r in frag.itertuples())
+    if len(backward_windows(ctx.frames)):
+        fixes = [fix_ckpt, "autocast to bf16/fp16", "smaller micro-batches with gradient accumulation"]
+    else:  # no backward pass: nothing is saved for backward, no gradients to accumulate
+        fixes = [
+            "a smaller batch or sequence length",
+            "weights and activations in bf16/fp16 (model.to(torch.bfloat16) or torch.autocast)",
+            "torch.inference_mode() so no graph or saved tensors are kept",
+        ]
     if fragmented and dt == "cuda":
         fixes.append("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against the reserved-but-free gap")
     return [

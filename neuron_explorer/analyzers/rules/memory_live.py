@@ -13,6 +13,7 @@ from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.ledger import HOST_WORK
 from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import LiveMemory, retained_by_line
+from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
 from neuron_explorer.analyzers.rules._evidence import user_mask
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
@@ -225,13 +226,10 @@ def memory_fragmentation(ctx: RuleContext) -> list[Finding]:
         raise RuleSkipped("skipped: needs device memory events with Total Reserved (a caching allocator)")
     out = []
     for r in fr.itertuples():
+        if not fragmentation_pattern(r, ctx.threshold("min_gap_pct"), ctx.threshold("min_gap_bytes")):
+            continue
         gap_pct = 100.0 * r.reserved_gap_at_peak_bytes / max(r.peak_reserved_bytes, 1)
-        if gap_pct < ctx.threshold("min_gap_pct") or r.reserved_gap_at_peak_bytes < ctx.threshold("min_gap_bytes"):
-            continue
-        growing = r.reserved_growth_steady_bytes > 0 or r.malloc_calls_in_steps > 0
         retries = r.free_calls_in_steps > 0
-        if not (growing or retries):
-            continue
         where = _where(r.device_type, r.device)
         evidence = []
         if r.reserved_growth_steady_bytes > 0:
