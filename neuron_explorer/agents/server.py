@@ -295,6 +295,22 @@ def build_server(
         return views.top_source_lines(catalog.get(trace), limit, sort_by, file_contains, offset)
 
     @tool()
+    def memory_at_peak(
+        trace: TraceArg = None,
+        by: Annotated[str, Field(description="Sum the live blocks by line, op, module or phase.")] = "line",
+        step: Annotated[int | None, Field(description="That step's peak; the trace's peak when omitted.")] = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+    ) -> dict[str, Any]:
+        """What is alive at the memory peak and who made it: the allocations alive when the
+        allocated total peaked (per rank and device), summed by source line (src_file,
+        src_line, src_func), op, nn.Module path or phase (before_trace, before_first_step,
+        activations saved for backward, gradients, optimizer_state, temporaries, retained =
+        outlives its step), with live_bytes, blocks and pct_of_peak. `replay` says whether the
+        allocation/free replay agrees with the trace's Total Allocated at every event (and the
+        offset allocated before the trace). Needs profile_memory=True (record --memory)."""
+        return views.memory_at_peak(catalog.get(trace), by, step, limit)
+
+    @tool()
     def step_breakdown(
         trace: TraceArg = None,
         rank: Annotated[int | None, Field(description="Only this distributed rank; all when omitted.")] = None,

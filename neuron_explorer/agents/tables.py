@@ -49,6 +49,15 @@ METRICS_TABLES: dict[str, str] = {
     "NCCL algorithm and protocol the kernel name carries.",
     "collective_sizes": "One row per collective, NCCL algorithm, protocol and power-of-two message size (size_bytes): "
     "count, median/min/max bus bandwidth (busbw_*_gbps), xfer_ns: what to hold against the link's peak.",
+    "memory_at_peak": "Live memory at the trace's peak (scope trace) and each step's peak (scope step), per rank and "
+    "device: live_bytes by phase (before_trace, before_first_step, activations, gradients, optimizer_state, "
+    "temporaries, retained), source line, nn.Module path and op; pct_of_peak.",
+    "memory_live": "One row per rank, device and step: allocated at start, end and peak, peak reserved, bytes "
+    "allocated, survived_bytes (outlived the step) and retained_bytes (never freed in the trace: leaks).",
+    "memory_replay": "One row per rank and device: whether the allocation/free replay agrees with the trace's Total "
+    "Allocated at every event, the offset allocated before the trace, and where and why not.",
+    "memory_fragmentation": "One row per rank and device with a caching allocator: reserved against allocated, the "
+    "largest gap, reserved growth over steady steps, cudaMalloc/cudaFree calls inside steps.",
     "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
     "threshold, time_ranges, event_ids and source_lines as JSON text.",
     "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",

@@ -36,6 +36,7 @@ TOOLS: dict[str, ToolInfo] = {
     "top_ops": ToolInfo("Top framework ops", _ROWS, pages=("rows",)),
     "op_perf": ToolInfo("Op performance vs the hardware's peak (roofline)", _ROWS + " (category)", pages=("rows",)),
     "top_source_lines": ToolInfo("Top source lines", _ROWS + " (file_contains)", pages=("rows",)),
+    "memory_at_peak": ToolInfo("Memory alive at the peak, by line, op, module or phase", _ROWS + " (by, step)"),
     "step_breakdown": ToolInfo(
         "Per-step time breakdown", "pass rank, lower limit and page with offset", pages=("steps", "attribution")
     ),

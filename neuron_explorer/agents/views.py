@@ -227,6 +227,43 @@ def top_source_lines(
     return _table_answer(served, "source_lines", df, clamp_limit(limit), sort_by, offset)
 
 
+def memory_at_peak(served: ServedTrace, by: str = "line", step: int | None = None, limit: int = 20) -> dict[str, Any]:
+    """What is alive at the trace's peak (or one step's peak), summed by line, op, module or
+    phase; with the replay check of that trace (does it agree with Total Allocated)."""
+    from neuron_explorer.analyzers.memory_live import at_peak_view
+
+    if by not in ("line", "op", "module", "phase"):
+        raise ToolInputError(f"by must be one of line, op, module, phase, not {by!r}")
+    a = served.analysis()
+    live = a.live_memory
+    replay = records(a.memory_replay)
+    if live is None or not len(live.at_peak):
+        return {
+            "trace": served.name,
+            "missing": a.memory_summary.get("missing") or "the trace has no allocation with a device and address",
+            "rows": [],
+            "replay": replay,
+        }
+    scope, at = ("trace", -1) if step is None else ("step", int(step))
+    df = at_peak_view(live, by, scope, at)
+    if step is not None and not len(df):
+        steps = sorted({int(s) for s in live.at_peak["step"] if s >= 0})
+        raise ToolInputError(f"no memory events in step {step}; steps with memory events: {steps}")
+    peaks = live.at_peak[(live.at_peak["scope"] == scope) & (live.at_peak["step"] == at)]
+    heads = peaks.drop_duplicates(["rank", "device_type", "device"])
+    return {
+        "trace": served.name,
+        "scope": scope,
+        "step": at,
+        "by": by,
+        "peaks": records(heads[["rank", "device_type", "device", "peak_ns", "peak_event_id", "peak_allocated_bytes"]]),
+        "total_rows": len(df),
+        "rows": records(df, clamp_limit(limit)),
+        "replay": replay,
+        "units": UNITS_NOTE,
+    }
+
+
 def _locations(a: Any) -> Any:
     from neuron_explorer.reports.location import Locations
 

@@ -22,6 +22,7 @@ from neuron_explorer.analyzers import (
     kernels,
     launches,
     memory,
+    memory_live,
     neuron_summary,
     ops,
     overlap,
@@ -37,7 +38,7 @@ from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "2.2.0"
+ANALYSIS_SCHEMA_VERSION = "2.3.0"
 
 
 @dataclass
@@ -82,6 +83,16 @@ class Analysis:
     collective_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Per collective kernel: its instance, arrival, wait and the window of work before it.
     collective_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Live memory at the trace's and each step's peak by phase, line, op and module (analyzers.memory_live).
+    memory_at_peak: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per rank, device and step: allocated at start, end and peak; what outlived the step.
+    memory_live: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per device: does the live-set replay agree with the trace's Total Allocated, and why not.
+    memory_replay: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per device: reserved against allocated, the largest gap, allocator calls inside steps.
+    memory_fragmentation: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The replay itself (blocks paired, phases) the memory rules read; not exported.
+    live_memory: memory_live.LiveMemory | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -126,6 +137,10 @@ class Analysis:
                     "rank_steps",
                     "collectives",
                     "collective_sizes",
+                    "memory_at_peak",
+                    "memory_live",
+                    "memory_replay",
+                    "memory_fragmentation",
                 )
             },
         }
@@ -215,6 +230,12 @@ def analyze(
     a.collectives = ranks.collectives(a.collective_ranks)
     a.collective_sizes = ranks.bandwidth_by_size(a.collectives)
     a.memory_summary = memory.memory_summary(frames, a.memory)
+    live = timed("memory_live", memory_live.live_memory, frames, step_df)
+    a.live_memory = live
+    a.memory_at_peak = live.at_peak
+    a.memory_live = memory_live.published_steps(live)
+    a.memory_replay = live.replay
+    a.memory_fragmentation = live.fragmentation
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
     a.findings, a.skipped = run_rules(a, frames, selected, dict(thresholds or {}))

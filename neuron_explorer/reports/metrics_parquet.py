@@ -40,6 +40,10 @@ TABLES = (
     "rank_steps",
     "collectives",
     "collective_sizes",
+    "memory_at_peak",
+    "memory_live",
+    "memory_replay",
+    "memory_fragmentation",
     "findings",
 )
 

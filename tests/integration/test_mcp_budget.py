@@ -29,6 +29,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("top_ops", {"trace": A, "limit": 500}),
     ("op_perf", {"trace": A, "limit": 500}),
     ("top_source_lines", {"trace": A, "limit": 500}),
+    ("memory_at_peak", {"trace": A, "limit": 500}),
     ("step_breakdown", {"trace": A, "limit": 500}),
     ("diff", {"base": A, "new": B, "limit": 500}),
     ("source_context", {"trace": A, "file": "README.md", "line": 1, "context": 200}),

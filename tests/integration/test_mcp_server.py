@@ -27,7 +27,7 @@ CPU_TRACE = KINETO / "local" / "cpu_mlp_step4.json"
 GPU, CPU = "qwen_h100", "cpu_mlp_step4"
 TOOLS = {
     "list_traces", "trace_summary", "findings", "top_kernels", "top_ops", "top_source_lines",
-    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf",
+    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf", "memory_at_peak",
 }  # fmt: skip
 
 

@@ -146,7 +146,8 @@ def test_rules_without_their_data_say_what_they_need():
 def test_every_rule_is_exercised_by_this_file_or_the_planted_suite():
     planted = {"dataloader_stall", "warmup_cost"}  # tests/integration/test_analyze_planted.py
     ranks = {"culprit_rank", "slow_collective", "rank_imbalance"}  # tests/unit/test_ranks.py
-    covered = {c[0] for c in CASES} | planted | ranks | {"stragglers"}
+    memory = {"memory_leak", "memory_fragmentation"}  # tests/unit/test_memory_live.py
+    covered = {c[0] for c in CASES} | planted | ranks | memory | {"stragglers"}
     mine = {r.id for r in all_rules().values() if r.family != "neuron"}  # neuron: tests/unit/test_neuron_rules.py
     assert mine <= covered, mine - covered
     assert len(mine) >= 15

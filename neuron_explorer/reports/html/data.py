@@ -180,6 +180,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "ops": figures.ops_figure(analysis.ops),
             "lines": figures.lines_figure(line_rows),
             "memory": figures.memory_figure(analysis.memory),
+            "memory_phases": figures.memory_phase_figure(_phase_timeline(analysis), analysis.memory_at_peak),
             "roofline": perf_figures.roofline_figure(analysis.op_perf, analysis.perf_summary),
             "op_categories": perf_figures.categories_figure(analysis.op_categories),
         },
@@ -188,6 +189,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "ops": ops,
             "lines": lines,
             "memory": memory_table(analysis.memory_summary),
+            "memory_at_peak": table(memory_at_peak_rows(analysis), MEMORY_AT_PEAK_COLUMNS),
             "op_perf": table(op_perf_rows(analysis.op_perf), OP_PERF_COLUMNS),
             "ranks": table(rank_rows(analysis), RANK_COLUMNS),
             "collectives": table(skewed_collectives(analysis), COLLECTIVE_COLUMNS),
@@ -319,6 +321,48 @@ def skewed_collectives(analysis: Analysis) -> pd.DataFrame | None:
         return None
     matched = c[c["num_ranks"] >= 2]
     return matched.sort_values("skew_ns", ascending=False, kind="stable") if len(matched) else None
+
+
+MEMORY_AT_PEAK_COLUMNS = (
+    ("device", "Device", "text"),
+    ("location", "Line", "text"),
+    ("op", "Op", "text"),
+    ("src_module", "Module", "text"),
+    ("phase", "Phase", "text"),
+    ("live_bytes", "Alive at the peak", "bytes"),
+    ("blocks", "Blocks", "int"),
+    ("pct_of_peak", "% of the peak", "pct"),
+)
+
+
+def _phase_timeline(analysis: Analysis) -> pd.DataFrame | None:
+    from neuron_explorer.analyzers.memory_live.timeline import phase_timeline
+
+    live = analysis.live_memory
+    return phase_timeline(live.events, live.blocks) if live is not None and len(live.events) else None
+
+
+def memory_at_peak_rows(analysis: Analysis) -> pd.DataFrame | None:
+    """What is alive at the trace's peak of each device (``Analysis.memory_at_peak``), largest first."""
+    t = analysis.memory_at_peak
+    if t is None or not len(t):
+        return None
+    t = t[t["scope"] == "trace"].copy()
+    multi_rank = t["rank"].nunique() > 1
+    t["device"] = [
+        (f"rank {r} · " if multi_rank else "") + (f"{dt}:{d}" if d >= 0 else "host")
+        for r, dt, d in zip(t["rank"], t["device_type"], t["device"])
+    ]
+    t["location"] = [
+        f"{f}:{n}" + (f" ({fn})" if fn else "")
+        if f
+        else "(allocated before the trace)"
+        if ph == "before_trace"
+        else "-"
+        for f, n, fn, ph in zip(t["src_file"], t["src_line"], t["src_func"], t["phase"])
+    ]
+    t["phase"] = t["phase"].str.replace("_", " ")
+    return t.sort_values("live_bytes", ascending=False, kind="stable")
 
 
 def memory_table(summary: dict[str, Any] | None) -> dict[str, Any]:

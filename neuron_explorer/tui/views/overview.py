@@ -67,6 +67,7 @@ class OverviewPane(VerticalScroll):
         yield Static("analyzing…", id="overview-findings", classes="panel")
         yield Static("analyzing…", id="overview-breakdown", classes="panel")
         yield Static("", id="overview-ranks", classes="panel")
+        yield Static("", id="overview-memory", classes="panel")
         yield Static("", id="overview-devices", classes="panel")
 
     def on_mount(self) -> None:
@@ -78,6 +79,9 @@ class OverviewPane(VerticalScroll):
         ranks = self.query_one("#overview-ranks")
         ranks.border_title = "Ranks (the busiest first; last = times it arrived last at a collective)"
         ranks.display = False  # (shown for a run of two or more ranks, once analyzed)
+        memory = self.query_one("#overview-memory")
+        memory.border_title = "Memory at the peak (what is alive, and which line made it)"
+        memory.display = False  # (shown once analyzed, for a trace with memory events)
 
     def show_overview(self, ov: Overview) -> None:
         facts = Table.grid(padding=(0, 2))
@@ -134,6 +138,11 @@ class OverviewPane(VerticalScroll):
         panel.display = ranks is not None
         if ranks is not None:
             panel.update(ranks)
+        memory = memory_renderable(analysis)
+        mem_panel = self.query_one("#overview-memory", Static)
+        mem_panel.display = memory is not None
+        if memory is not None:
+            mem_panel.update(memory)
         verdict = str(analysis.summary.get("verdict") or "")
         findings = analysis.findings[:TOP_FINDINGS]
         table = Table(box=None, header_style="bold", expand=True)
@@ -193,6 +202,42 @@ def _who(r: dict) -> str:
     device = r.get("device")
     where = "host" if device is None or device < 0 else f"{r.get('device_type') or 'device'}:{device}"
     return f"rank {r.get('rank', 0)} · {where}"
+
+
+def memory_renderable(analysis: Analysis, top: int = 5) -> Group | None:
+    """The live set at the trace's peak of the device with the highest peak: its phases, then
+    the lines holding the most (``Analysis.memory_at_peak``); None without memory events."""
+    from neuron_explorer.analyzers.memory_live import at_peak_view
+    from neuron_explorer.trace.units import format_quantity
+
+    live = analysis.live_memory
+    if live is None or not len(live.at_peak):
+        return None
+    t = live.at_peak[live.at_peak["scope"] == "trace"]
+    head = t.loc[t["peak_allocated_bytes"].idxmax()]
+    who = {"rank": int(head["rank"]), "device_type": str(head["device_type"]), "device": int(head["device"])}
+
+    def mine(df: pd.DataFrame) -> pd.DataFrame:
+        m = (df["rank"] == who["rank"]) & (df["device_type"] == who["device_type"]) & (df["device"] == who["device"])
+        return df[m]
+
+    phases = mine(at_peak_view(live, "phase"))
+    lines = mine(at_peak_view(live, "line"))
+    lines = lines[lines["src_file"].notna()].head(top)
+    title = Text(
+        f"{_who(who)}: peak {format_quantity(int(head['peak_allocated_bytes']), 'bytes')} · "
+        + " · ".join(f"{r.phase.replace('_', ' ')} {r.pct_of_peak:.0f}%" for r in phases.head(4).itertuples()),
+        style="bold",
+    )
+    table = Table(box=None, header_style="bold", expand=True)
+    table.add_column("Line", ratio=1)
+    table.add_column("Alive", justify="right", width=10)
+    table.add_column("% of peak", justify="right", width=9)
+    for r in lines.itertuples():
+        table.add_row(
+            f"{r.src_file}:{r.src_line}", format_quantity(int(r.live_bytes), "bytes"), f"{r.pct_of_peak:.1f}%"
+        )
+    return Group(title, table) if len(lines) else Group(title)
 
 
 def ranks_renderable(analysis: Analysis, top: int = TOP_RANKS) -> Table | None:

@@ -436,6 +436,8 @@
   renderTable("lines");
   plot("memory", F.memory, "No memory events in this trace: record with neuron-explorer record --memory (or profile_memory=True) to see a memory timeline.");
   renderTable("memory");
+  plot("memory_phases", F.memory_phases, "No allocations with addresses to replay: record with neuron-explorer record --memory (or profile_memory=True).");
+  renderTable("memory_at_peak");
   watchTheme();
   window.__neuronExplorerReport = { ready: true, renderMs: performance.now() - started, figures: rendered.length };
 })();
