@@ -6,7 +6,7 @@ from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
 from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
-from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import short_kernel_name
 
 _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
@@ -88,7 +88,7 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
             )
         out.append("")
     if function_level:
-        out += [f"_{_cell(FUNCTION_LEVEL_HINT)}_", ""]
+        out += [f"_{_cell(function_level_hint(a.summary.get('collector')))}_", ""]
     if a.skipped:
         out += [f"<details><summary>{_cell(skipped_summary(a.skipped))}</summary>", ""]
         out += [f"- `{rid}`: {_cell(why)}" for rid, why in a.skipped]

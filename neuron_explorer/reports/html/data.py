@@ -20,7 +20,7 @@ import pandas as pd
 from neuron_explorer import __version__
 from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
-from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.units import format_line_value, format_metric, format_quantity
@@ -139,7 +139,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     notes = [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
     notes += _notes(timeline, kernels, ops, lines)
     if len(line_rows) and (line_rows.get("src_precision") == "function").any():
-        notes.append(FUNCTION_LEVEL_HINT)
+        notes.append(function_level_hint(analysis.summary.get("collector")))
     if len(analysis.attribution) > figures.MAX_BARS:
         notes.append(
             f"The step-time breakdown has {len(analysis.attribution):,} bars, so it is drawn as a stacked area."
