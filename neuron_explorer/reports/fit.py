@@ -91,6 +91,16 @@ def output_width(out: IO[str] | None = None) -> int | None:
     return PIPE_WIDTH
 
 
+def text_width(out: IO[str] | None = None) -> int:
+    """``output_width`` as a number: a terminal's own columns where that says None."""
+    width = output_width(out)
+    if width is not None:
+        return width
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
+
+
 @dataclass
 class Column:
     """One column. ``kind``: ``name`` (cut in the middle, last), ``shape`` (a secondary name:
@@ -247,7 +257,8 @@ def fit(
     def total(kept: list[int], widths: dict[int, int]) -> int:
         return sum(widths[i] for i in kept) + gap(len(kept))
 
-    kept = list(idx)
+    # a column empty on every row says nothing
+    kept = [i for i in idx if not rows or any(r[i] for r in cells)]
     widths = {i: natural(i) for i in idx}
     # 1. short headers
     if total(kept, widths) > width:
@@ -390,5 +401,7 @@ def plain_table(
         x for x in (f.legend, f"left out to fit {width} columns: {', '.join(f.dropped)}" if f.dropped else "") if x
     ]
     if notes:
-        lines.append(indent + "; ".join(notes))
+        import textwrap
+
+        lines += textwrap.wrap("; ".join(notes), width=max(width, 40), initial_indent=indent, subsequent_indent=indent)
     return lines

@@ -10,7 +10,7 @@ from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, skipped_summary
 from neuron_explorer.reports.fit import Column, make_console, print_table, printable, table_width
 from neuron_explorer.reports.location import Locations, function_level_hint
-from neuron_explorer.reports.names import demangle, short_kernel_name
+from neuron_explorer.reports.names import display_kernel_name, short_kernel_name
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -79,7 +79,7 @@ def render(
     if len(a.kernels):
         kernel_rows = [
             [
-                demangle(str(r.name)),
+                display_kernel_name(str(r.name)),
                 str(r.category),
                 f"{r.count:,}",
                 fmt_ns(r.total_ns),
