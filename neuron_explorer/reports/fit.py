@@ -54,22 +54,33 @@ PIPE_PROSE_WIDTH = 100
 
 def make_console(out: IO[str] | None = None, width: int | None = None) -> Any:
     """A rich console for text output: ``width`` when given, else the terminal's, ``$COLUMNS``,
-    or for a pipe prose at ``PIPE_PROSE_WIDTH`` and tables up to ``PIPE_WIDTH`` wide (their
-    natural width) instead of rich's 80-column fallback. ``table_width(console)`` says which."""
+    or for a pipe prose wrapped at ``PIPE_PROSE_WIDTH`` and tables up to ``PIPE_WIDTH`` wide
+    (their natural width) instead of rich's 80-column fallback."""
     from rich.console import Console
+    from rich.table import Table
 
     chosen = width or output_width(out)
     piped = width is None and chosen == PIPE_WIDTH
-    console = Console(
-        file=out, width=PIPE_PROSE_WIDTH if piped else chosen, highlight=False, soft_wrap=False, emoji=False
-    )
-    console.table_width = PIPE_WIDTH if piped else console.width  # type: ignore[attr-defined]
-    return console
+
+    class _Console(Console):
+        prose_width = PIPE_PROSE_WIDTH if piped else None
+
+        def print(self, *objects: Any, width: int | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+            if width is None and self.prose_width and not any(isinstance(o, Table) for o in objects):
+                width = self.prose_width
+            super().print(*objects, width=width, **kwargs)
+
+    return _Console(file=out, width=chosen, highlight=False, soft_wrap=False, emoji=False)
 
 
 def table_width(console: Any) -> int:
     """The width tables may take on ``console`` (wider than its prose in a pipe)."""
-    return int(getattr(console, "table_width", console.width))
+    return int(console.width)
+
+
+def prose_width(console: Any) -> int:
+    """The width prose wraps at on ``console``."""
+    return int(getattr(console, "prose_width", None) or console.width)
 
 
 def output_width(out: IO[str] | None = None) -> int | None:
@@ -149,60 +160,93 @@ def distinct(names: Sequence[str], width: int, shorten: Callable[[str, int], str
     full = [printable(n) for n in names]
     labels = [printable(shorten(n, width)) if shorten else middle(f, width) for n, f in zip(names, full)]
     labels = [lab if len(lab) <= width else middle(lab, width) for lab in labels]
-    for _ in range(2):
+    # names that read the same are cut again together; names whose new cuts read like another
+    # group's join that group (union-find), so two groups cannot trade labels for ever
+    parent = list(range(len(names)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for _ in range(6):
         groups: dict[str, list[int]] = {}
         for i, lab in enumerate(labels):
             groups.setdefault(lab, []).append(i)
         clashes = [ix for ix in groups.values() if len({full[i] for i in ix}) > 1]
         if not clashes:
             return labels
-        taken = set(labels)
         for ix in clashes:
-            texts = [full[i] for i in ix]
-            best = _distinguishing_cut(texts, width, taken)
-            for i, lab in zip(ix, best):
+            for i in ix[1:]:
+                parent[root(i)] = root(ix[0])
+        components: dict[int, list[int]] = {}
+        for ix in clashes:
+            for i in ix:
+                components.setdefault(root(i), [])
+        for i in range(len(names)):
+            if root(i) in components:
+                components[root(i)].append(i)
+        for ix in components.values():
+            for i, lab in zip(ix, _distinguishing_cut([full[i] for i in ix], width, set())):
                 labels[i] = lab
-            taken.update(best)
-    # still clashing (names differing only beyond what fits): number the variants
-    by_label: dict[str, list[str]] = {}
+    # still clashing (names differing only beyond what fits): number them, one number per name
+    owners: dict[str, set[str]] = {}
     for lab, f in zip(labels, full):
-        variants = by_label.setdefault(lab, [])
-        if f not in variants:
-            variants.append(f)
+        owners.setdefault(lab, set()).add(f)
+    tags: dict[str, str] = {}
+    counters: dict[str, int] = {}
     out = []
     for lab, f in zip(labels, full):
-        variants = by_label[lab]
-        if len(variants) > 1:
-            tag = f"~{variants.index(f) + 1}"
-            lab = middle(f, max(width - len(tag), 1)) + tag
+        if len(owners[lab]) > 1:
+            if f not in tags:
+                base = middle(f, max(width - 3, 1))
+                counters[base] = counters.get(base, 0) + 1
+                tags[f] = f"{base}~{counters[base]}"
+            lab = tags[f]
         out.append(lab)
     return out
 
 
 def _distinguishing_cut(texts: list[str], width: int, taken: set[str]) -> list[str]:
-    """Cuts of ``texts`` that differ from each other: the head grows (or shrinks) until the
-    part kept shows the difference."""
+    """Cuts of ``texts`` that differ from each other. What the names share at both ends is cut
+    down so the part where they differ shows (``Kernel<cutlass_80_…256x64_16x4_nn…(Params)``);
+    where that part is too long, the cut point of a plain middle cut moves until they differ."""
+    texts = list(texts)
     uniq = len(set(texts))
+    prefix = _common_prefix(texts)
+    suffix = _common_prefix([t[::-1] for t in texts])
+    cores = []
+    for t in texts:
+        if len(t) <= width:
+            cores.append(t)
+            continue
+        cs = min(suffix, len(t) - prefix)
+        core = t[prefix : len(t) - cs]
+        room = width - len(core) - 2
+        if room < 2:
+            break
+        head = min(prefix, (room * 2) // 3)
+        tail = min(cs, room - head)
+        head = min(prefix, room - tail)
+        left = t[:head] + (ELLIPSIS if head < prefix else "")
+        right = (ELLIPSIS if tail < cs else "") + (t[len(t) - tail :] if tail else "")
+        cores.append(left + core + right)
+    else:
+        if len(set(cores)) == uniq and all(len(c) <= width for c in cores):
+            return cores
     keep = max(width - 1, 1)
     for h in [*range((keep * 2) // 3, keep + 1), *range((keep * 2) // 3 - 1, -1, -1)]:
         cut = [middle(t, width, h) for t in texts]
         if len(set(cut)) == uniq:
             return cut
-    # the difference lies in the middle: show head, the window around the first difference, tail
-    first = min(_first_diff(a, b) for a in texts for b in texts if a != b)
-    out = []
-    for t in texts:
-        if len(t) <= width:
-            out.append(t)
-            continue
-        room = width - 2
-        h = max(room // 4, 1)
-        w = room - h - max(room // 4, 1)
-        start = max(first - w // 2, h)
-        window = t[start : start + w]
-        tail = room - h - len(window)
-        out.append(t[:h] + ELLIPSIS + window + ELLIPSIS + (t[len(t) - tail :] if tail > 0 else ""))
-    return out
+    return [middle(t, width) for t in texts]
+
+
+def _common_prefix(texts: list[str]) -> int:
+    first = min(texts)
+    last = max(texts)
+    return _first_diff(first, last)
 
 
 def _first_diff(a: str, b: str) -> int:
@@ -370,12 +414,8 @@ def print_table(
     """``rich_table`` at the console's width, printed with its legend (dim, under it)."""
     from rich.text import Text
 
-    width = table_width(console)
-    t, legend = rich_table(title, columns, rows, width, shorten)
-    if width > console.width:  # a pipe: the table at its natural width, not cut to the prose's
-        console.print(t, width=min(width, console.measure(t).maximum), crop=False)
-    else:
-        console.print(t, crop=False)
+    t, legend = rich_table(title, columns, rows, table_width(console), shorten)
+    console.print(t, crop=False)
     if legend:
         console.print(Text(legend, style="dim"))
 

@@ -8,7 +8,7 @@ from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, skipped_summary
-from neuron_explorer.reports.fit import Column, make_console, print_table, printable, table_width
+from neuron_explorer.reports.fit import Column, make_console, print_table, printable, prose_width, table_width
 from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import display_kernel_name, short_kernel_name
 
@@ -69,7 +69,7 @@ def render(
         if f.source_lines:
             shown = f.source_lines[:3]
             function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in shown)
-            room = max(console.width - len("   Where: "), 20)  # prose: the console's width
+            room = max(prose_width(console) - len("   Where: "), 20)
             for k, x in enumerate(shown):
                 lead = "   Where: " if k == 0 else "          "
                 console.print(lead + where.finding_line(x, room), overflow="ignore", crop=False)
@@ -167,8 +167,7 @@ def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -
         t.add_column(label, justify="right", no_wrap=True)
     for i, label in enumerate(labels):
         t.add_row(Text(label), *(vals[i] for _, vals in numbers))
-    width = table_width(console)
-    console.print(t, width=min(width, console.measure(t).maximum) if width > console.width else None, crop=False)
+    console.print(t, crop=False)
     return any(where.is_function_level(f, n, p) for f, n, p in zip(rows["src_file"], rows["src_line"], precision))
 
 
@@ -254,7 +253,7 @@ NEURON_COLUMNS = [
 ]
 PERF_COLUMNS = [
     Column("op", "name"),
-    Column("shapes", "shape", drop=3),
+    Column("shapes", "shape"),  # what tells two rows of one op apart: kept, shortened
     Column("calls", short="n", meaning="calls"),
     Column("kernel time", short="time", meaning="kernel time"),
     Column("TFLOP/s", short="TF/s", meaning="TFLOP/s"),
