@@ -66,6 +66,12 @@ def render(
             console.print(
                 "   [dim]" + escape(", ".join(f"{k} {fmt_value(v)}" for k, v in f.metrics.items())) + "[/dim]"
             )
+        if f.threshold:
+            console.print(
+                "   [dim]threshold: "
+                + escape(", ".join(f"{k} {fmt_value(v)}" for k, v in f.threshold.items()))
+                + "[/dim]"
+            )
         if f.source_lines:
             shown = f.source_lines[:3]
             function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in shown)
@@ -279,11 +285,17 @@ def rate(x: float) -> str:
 #: Figures above this share of the device's peak are not physical: the peak (the device table
 #: entry, or a variant of the part) is wrong, not the kernel faster than its hardware.
 OVER_PEAK_PCT = 100.0
+OVER_PEAK_NOTE = (
+    "not possible on that device, so the device entry is wrong or this is a variant of it; give the right "
+    "peaks with --device-spec (docs/perf.md)"
+)
 
 
 def _op_perf_table(console: Any, a: Analysis, top: int) -> None:
     """The roofline per op shape: only against a device (a host-only trace has no device peaks
     and would show zeros), modelled ops first, figures over 100% of a peak flagged."""
+    from rich.markup import escape
+
     perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
     if not len(perf):
         return
@@ -314,9 +326,8 @@ def _op_perf_table(console: Any, a: Analysis, top: int) -> None:
     print_table(console, f"Op performance vs {printable(device)} (of {len(a.op_perf)} op groups)", PERF_COLUMNS, rows)
     if over.any():
         console.print(
-            f"[yellow]{int(over.sum())} op group(s) above 100% of the {printable(device)} peak (marked !): not "
-            "possible on that device, so the device entry is wrong or this is a variant of it; give the right "
-            "peaks with --device-spec (docs/perf.md)[/yellow]"
+            f"[yellow]{int(over.sum())} op group(s) above 100% of the {escape(printable(device))} peak (marked !): "
+            f"{OVER_PEAK_NOTE}[/yellow]"
         )
     cats = ", ".join(
         f"{c.category} {c.device_time_pct:.1f}% ({c.modelled_pct:.0f}% modelled)" for c in a.op_categories.itertuples()

@@ -177,3 +177,136 @@ def test_analyze_in_a_real_80_column_terminal(traces: dict[str, Path], tmp_path:
     out.write_text(text)
     assert "rules did not apply" in text or "Top source lines" in text
     _check(text, 80)
+
+
+def test_roofline_over_the_peak_is_flagged_not_printed_as_fact(traces: dict[str, Path]) -> None:
+    # the H100 trace held against an L4's peaks: its GEMMs run at several times the L4's peak
+    r = run_cli("analyze", str(traces["h100"]), "--device-spec", "L4", env={"COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "above 100% of the L4 peak (marked !)" in text
+    assert "device entry is wrong or this is a variant" in text
+    table = next(t for t in _tables(r.stdout) if t[0][:2] == ["op", "shapes"])
+    assert any(row[-1].endswith("!") for row in table[1:])
+    md = run_cli("analyze", str(traces["h100"]), "--device-spec", "L4", "--format", "markdown").stdout
+    assert "above 100% of the L4 peak" in md and "⚠" in md
+
+
+def test_a_cpu_trace_gets_no_device_roofline_table(traces: dict[str, Path]) -> None:
+    r = run_cli("analyze", str(traces["cpu"]), env={"COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr
+    assert "Op performance vs" not in r.stdout
+    assert "Op performance: no device roofline" in r.stdout
+    ops = next(t for t in _tables(r.stdout) if t[0][0] == "op")
+    assert "device" not in ops[0] and "kernels" not in ops[0]  # zero on every row: left out
+    md = run_cli("analyze", str(traces["cpu"]), "--format", "markdown").stdout
+    assert "### Op performance vs" not in md
+
+
+def test_thresholds_and_tables_in_text_and_markdown(traces: dict[str, Path]) -> None:
+    text = run_cli("analyze", str(traces["h100"]), env={"COLUMNS": "120"}).stdout
+    assert "threshold: min_share_pct 3.0% of device time" in text
+    md = run_cli("analyze", str(traces["h100"]), "--format", "markdown").stdout
+    assert "Threshold: min_share_pct 3.0% of device time" in md
+    for title in ("### Top kernels", "### Top ops", "### Top source lines"):
+        assert title in md
+
+
+def test_exit_status_of_usage_errors_and_bad_values_is_as_documented() -> None:
+    # docs/cli.md: 2 for a command line that does not parse, 3 for a value naming nothing
+    assert run_cli("analyze").returncode == 2
+    assert run_cli("analyze", "x.parquet", "--no-such-option").returncode == 2
+    assert run_cli("analyze", "x.parquet", "--format", "yaml").returncode == 2
+    bad = run_cli("analyze", str(KINETO / "local/cpu_mlp_step4.json"), "--device-spec", "NoSuchGPU")
+    assert bad.returncode == 3 and bad.stderr.count("\n") == 1
+    docs = (Path(__file__).resolve().parents[2] / "docs/cli.md").read_text()
+    assert "2 usage error: a command line that does not parse" in " ".join(docs.split())
+
+
+def test_metrics_help_lists_every_table_and_no_tool_that_is_not_installed() -> None:
+    from neuron_explorer.reports.metrics_parquet import TABLES
+
+    r = run_cli("metrics", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    for table in TABLES:
+        assert table in text, table
+    assert "duckdb -c" not in text
+
+
+def test_analyze_to_a_file_says_what_it_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "a.md"
+    r = run_cli("analyze", str(KINETO / "local/cpu_mlp_step4.json"), "--format", "markdown", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {out}" in r.stderr and out.read_text().startswith("## Neuron Explorer analysis")
+
+
+def test_record_without_torch_says_how_to_install_capture(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    blocker = (
+        "import sys, importlib.abc\n"
+        "class NoTorch(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "from neuron_explorer.cli import main\n"
+        f"sys.exit(main(['record', '-o', {str(tmp_path / 'x.parquet')!r}, {str(script)!r}]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    assert "pip install 'neuron-explorer[capture]'" in r.stderr
+
+
+def test_a_directory_of_two_unrelated_jobs_is_refused_in_one_line(traces: dict[str, Path], tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import neuron_explorer as ne
+
+    # two ranks recorded 8.5 days apart: not one run
+    run = tmp_path / "apart"
+    (run / "rank=0").mkdir(parents=True)
+    (run / "rank=1").mkdir()
+    for rank in (0, 1):
+        src = traces["run"] / f"rank={rank}" / "trace.parquet"
+        t = ne.Trace.read(src)
+        if rank == 1:
+            shifted = pc.add(t.events["start_ns"], pa.scalar(int(8.5 * 86400e9), pa.int64()))
+            t = ne.Trace(
+                t.events.set_column(t.events.schema.get_field_index("start_ns"), "start_ns", shifted), t.metadata
+            )
+        t.write(run / f"rank={rank}" / "trace.parquet")
+    for command in ("info", "analyze"):
+        r = run_cli(command, str(run))
+        assert r.returncode == 3, r.stdout
+        assert r.stderr.count("\n") == 1 and "different jobs" in r.stderr and "8.5 days" in r.stderr
+    # two world sizes (an A100 job of 2 ranks beside a rank of a 128-rank job)
+    mixed = tmp_path / "mixed"
+    (mixed / "rank=0").mkdir(parents=True)
+    (mixed / "rank=1").mkdir()
+    (mixed / "rank=0" / "trace.parquet").write_bytes(traces["a100"].read_bytes())
+    (mixed / "rank=1" / "trace.parquet").write_bytes((traces["run"] / "rank=1" / "trace.parquet").read_bytes())
+    r = run_cli("info", str(mixed))
+    assert r.returncode == 3 and "different jobs (world sizes rank 0: 2, rank 1: 128)" in r.stderr
+    # the run of one job still reads
+    assert run_cli("info", str(traces["run"])).returncode == 0
+
+
+def test_the_exact_lines_hint_is_not_shown_on_a_trace_record_captured(tmp_path: Path) -> None:
+    import neuron_explorer as ne
+
+    imported = ne.load(KINETO / "local/cpu_mlp_step4.json")  # function-level lines only
+    hint = "`neuron-explorer record` captures exact lines"
+    assert hint in run_cli("analyze", str(KINETO / "local/cpu_mlp_step4.json")).stdout
+    captured = ne.Trace(imported.events, {**imported.metadata, "collector": "torch_profiler"})
+    path = captured.write(tmp_path / "recorded.parquet")
+    r = run_cli("analyze", str(path))
+    assert r.returncode == 0, r.stderr
+    assert "function-level: def line only" in r.stdout and hint not in r.stdout
