@@ -111,9 +111,7 @@ def check(base: Job, new: Job) -> Comparability:
     if base.dtype and new.dtype and base.dtype != new.dtype:
         c.warnings.append(f"different compute dtype: {base.dtype} vs {new.dtype}")
     if base.shapes and new.shapes and not set(base.shapes) & set(new.shapes):
-        c.warnings.append(
-            f"different input shapes of the heaviest ops: {_first(base.shapes)} vs {_first(new.shapes)}"
-        )
+        c.warnings.append(f"different input shapes of the heaviest ops: {_first(base.shapes)} vs {_first(new.shapes)}")
     if base.torch_version and new.torch_version and base.torch_version != new.torch_version:
         c.warnings.append(f"different torch version: {base.torch_version} vs {new.torch_version}")
     return c
