@@ -270,6 +270,7 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
     top = a.findings[0] if a.findings else None
     summary = {
         "source": str(frames.metadata.get("source_file") or trace.path or ""),
+        "collector": frames.metadata.get("collector"),
         "num_events": int(trace.num_events),
         "wall_ns": wall,
         "num_steps": int(a.step_stats.get("num_steps", 0)),

@@ -242,35 +242,3 @@ def operator_table(metadata: Mapping[str, Any]) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in OPERATOR_COLUMNS})
     df = pd.DataFrame(rows)
     return df[[c for c in OPERATOR_COLUMNS if c in df]].sort_values("device_ns", ascending=False, kind="stable")
-
-
-def render_engine_table(console: Any, engines: pd.DataFrame, title: str = "NeuronCore engines and DMA queues") -> None:
-    """The per-engine table as text (``info``, ``analyze``)."""
-    if not len(engines):
-        return
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left", show_edge=False)
-    for col in ("core", "engine / queue", "instructions", "waits", "bytes", "active", "% of kernel", "% of span"):
-        t.add_column(col, justify="left" if col == "engine / queue" else "right")
-    for r in engines.to_dict(orient="records"):
-        t.add_row(
-            str(r["device"]),
-            ("DMA " if r["type"] == "dma" else "") + str(r["unit"]),
-            _int(r.get("instructions")),
-            _int(r.get("waits")),
-            _int(r.get("bytes")),
-            fmt_time(r.get("active_ns")),
-            fmt_pct(_finite(r.get("kernel_util_pct"))),
-            fmt_pct(_finite(r.get("span_util_pct"))),
-        )
-    console.print(t)
-
-
-def _finite(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and v == v else None
-
-
-def _int(v: Any) -> str:
-    f = _finite(v)
-    return "-" if f is None else f"{int(f):,}"

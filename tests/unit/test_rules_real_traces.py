@@ -1,9 +1,8 @@
 """Every rule on real traces recorded by others: it fires where the problem is in the data and
 stays quiet (or says what it needs) where it is not.
 
-Traces come from tests/data (copies with attribution) and, for the one too big to copy
-(df_index_resolver, 216k events), from the shared fixtures beside the checkout (its cases skip
-when it is absent). Where a real
+Traces come from tests/data (copies with attribution; df_index_resolver is the 216k-event
+scale fixture). Where a real
 trace shows a problem below the default threshold, the test lowers the threshold through the
 public ``thresholds`` override and checks both sides, which also proves overrides work.
 """
@@ -40,7 +39,7 @@ FILES = {
     "nccl": DATA / "hta/nccl_data.json.gz",
     "ns_res": DATA / "hta/ns_resolution_rank0.json.gz",
     "b200": DATA / "tracelens/b200_eager.json.gz",
-    "dfir": "kineto/hta/df_index_resolver/df_index_resolver.json.gz",  # in ../shared only
+    "dfir": DATA / "hta/df_index_resolver.json.gz",
 }
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from neuron_explorer import __version__
 from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
-from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.units import format_line_value, format_metric, format_quantity
@@ -99,21 +99,23 @@ COLLECTIVE_SIZE_COLUMNS = (
     ("busbw_max_gbps", "Bus GB/s (max)", "float"),
     ("xfer_ns", "Transfer time", "ns"),
 )
+#: The page's roofline table: the columns that answer "how far from the roof, and where"
+#: (category, dtypes, FLOPs and bytes per call stay in the JSON and the metrics export), so it
+#: fits the 1,350 px page; ``check`` flags figures over 100% of a peak.
 OP_PERF_COLUMNS = (
     ("name", "Op", "text"),
-    ("category", "Category", "text"),
     ("shapes", "Shapes", "text"),
-    ("dtypes", "Dtypes", "text"),
     ("count", "Calls", "int"),
     ("kernel_ns", "Kernel time", "ns"),
-    ("gflops", "GFLOP/call", "float"),
-    ("data_moved_mb", "MiB/call", "float"),
     ("tflops_per_s", "TFLOP/s", "float"),
     ("tb_per_s", "TB/s", "float"),
     ("bound", "Bound", "text"),
     ("pct_of_peak", "% of roof", "pct"),
+    ("check", "Check", "text"),
     ("location", "File:line", "text"),
 )
+#: Over this % of a peak a figure is not physical: the device entry is wrong or a variant.
+OVER_PEAK_PCT = 100.0
 
 NEURON_SUMMARY_COLUMNS = (
     ("device", "NeuronCore", "int"),
@@ -164,7 +166,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     notes = [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
     notes += _notes(timeline, kernels, ops, lines)
     if len(line_rows) and (line_rows.get("src_precision") == "function").any():
-        notes.append(FUNCTION_LEVEL_HINT)
+        notes.append(function_level_hint(analysis.summary.get("collector")))
     if len(analysis.attribution) > figures.MAX_BARS:
         notes.append(
             f"The step-time breakdown has {len(analysis.attribution):,} bars, so it is drawn as a stacked area."
@@ -298,9 +300,16 @@ def op_perf_rows(op_perf: pd.DataFrame | None) -> pd.DataFrame | None:
     """The op_perf table with kernel time in ns (the page formats ns) and one File:line column."""
     if op_perf is None or not len(op_perf) or "kernel_time_us" not in op_perf:
         return None
+    # modelled rows first (their roofline is the point of the table), each group by time as before
+    op_perf = op_perf.assign(_modelled=op_perf["pct_of_peak"].notna()).sort_values(
+        "_modelled", ascending=False, kind="stable"
+    )
     line = op_perf["src_line"].fillna(-1).astype("int64")
     location = [f"{f}:{n}" if n >= 0 and isinstance(f, str) else None for f, n in zip(op_perf["src_file"], line)]
-    return op_perf.assign(kernel_ns=op_perf["kernel_time_us"] * 1e3, location=location)
+    over = op_perf["pct_of_peak"] > OVER_PEAK_PCT
+    check = ["over the device's peak: wrong device entry or a variant (--device-spec)" if o else None for o in over]
+    out = op_perf.drop(columns="_modelled").assign(kernel_ns=op_perf["kernel_time_us"] * 1e3, location=location)
+    return out.assign(check=check) if over.any() else out
 
 
 def rank_rows(analysis: Analysis) -> pd.DataFrame | None:

@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from neuron_explorer.reports.colors import part_color
+from neuron_explorer.trace.warmup import steady_durations
 from neuron_explorer.tui.format import fmt_ns, zero_based_bars
 from neuron_explorer.tui.snapshots import Overview
 
@@ -102,8 +103,17 @@ class OverviewPane(VerticalScroll):
         durs = [s.dur_ns for s in ov.steps]
         label = self.query_one("#overview-steps-label", Static)
         if durs:
-            mean = sum(durs) / len(durs)
-            label.update(f"{len(durs)} steps · mean {fmt_ns(mean)} · min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}")
+            steady, warmup = steady_durations((st.rank, st.dur_ns) for st in ov.steps)
+            mean = sum(steady) / len(steady)
+            if warmup:  # the mean analyze reports: warm-up steps left out, the same rule
+                label.update(
+                    f"{len(durs)} steps ({warmup} warm-up) · steady mean {fmt_ns(mean)} · "
+                    f"min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}"
+                )
+            else:
+                label.update(
+                    f"{len(durs)} steps · mean {fmt_ns(mean)} · min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}"
+                )
             self.query_one("#overview-sparkline", StepBars).values = [float(d) for d in durs]
         else:
             label.update(Text("no ProfilerStep spans in this trace", style="dim"))

@@ -92,6 +92,15 @@
         });
         art.appendChild(m);
       }
+      var limits = Object.keys(f.threshold);
+      if (limits.length) {
+        var t = el("div", { class: "metrics thresholds" });
+        t.appendChild(el("b", null, "thresholds: "));
+        t.appendChild(document.createTextNode(limits.map(function (n) {
+          return n.replace(/_/g, " ") + " " + f.threshold_text[n];
+        }).join(", ")));
+        art.appendChild(t);
+      }
       if (f.source_lines.length) {
         art.appendChild(el("p", null, "Source lines:"));
         var ul = el("ul");
