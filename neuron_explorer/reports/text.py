@@ -140,9 +140,9 @@ def render(
         if verbose:
             console.print("[dim]Rules that did not apply:[/dim]")
             for rid, why in a.skipped:
-                console.print(f"[dim]  {rid}: {why}[/dim]")
+                console.print(f"[dim]  {escape(printable(rid))}: {escape(printable(why))}[/dim]")
         else:
-            console.print(f"[dim]{skipped_summary(a.skipped)}; --verbose lists them[/dim]")
+            console.print(f"[dim]{escape(skipped_summary(a.skipped))}; --verbose lists them[/dim]")
 
 
 def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -> bool:
