@@ -96,6 +96,7 @@ class EventFactory:
         self.fwdbwd_id = 0
         self.allocated = 6 * 2**30
         self.reserved = 12 * 2**30
+        self.live_blocks: dict[int, list[int]] = {}
         self.addr = 0x7F3A_0000_0000
         self.host_t = 50_000_000  # ns after baseTimeNanoseconds
         self.gpu_t = self.host_t
@@ -130,7 +131,15 @@ class EventFactory:
         self.allocated += nbytes
         if self.allocated > self.reserved:
             self.reserved += 2**30
-        self.addr += 0x20_0000
+        # a free names the address of the latest live block of its size, as the allocator's do
+        live = self.live_blocks.setdefault(abs(nbytes), [])
+        if nbytes < 0 and live:
+            addr = live.pop()
+        else:
+            self.addr += 0x20_0000
+            addr = self.addr
+            if nbytes > 0:
+                live.append(addr)
         step.host.append(
             (
                 "i",
@@ -140,7 +149,7 @@ class EventFactory:
     "pid": {HOST_PID}, "tid": {tid},
     "ts": {_fmt_ts(ts)},
     "args": {{
-      "Total Reserved": {self.reserved}, "Total Allocated": {self.allocated}, "Bytes": {nbytes}, "Addr": {self.addr}, "Device Id": {DEVICE}, "Device Type": 1, "Ev Idx": {self._next_ev()}
+      "Total Reserved": {self.reserved}, "Total Allocated": {self.allocated}, "Bytes": {nbytes}, "Addr": {addr}, "Device Id": {DEVICE}, "Device Type": 1, "Ev Idx": {self._next_ev()}
     }}
   }},""",
             )

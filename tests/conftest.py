@@ -15,8 +15,10 @@ KINETO = DATA / "kineto"
 REPO = TESTS.parent
 SHARED_FIXTURES = Path(os.environ.get("NEURON_EXPLORER_SHARED", REPO.parent / "shared")) / "fixtures"
 
-#: Every Kineto trace bundled in tests/data.
-BUNDLED_TRACES = sorted(p for p in KINETO.rglob("*") if p.name.endswith((".json", ".json.gz")))
+#: The scale fixture (216k events, 3 MB): its own tests, left out of the per-trace suites.
+SCALE_TRACE = KINETO / "hta/df_index_resolver.json.gz"
+#: Every Kineto trace bundled in tests/data but the scale fixture.
+BUNDLED_TRACES = sorted(p for p in KINETO.rglob("*") if p.name.endswith((".json", ".json.gz")) and p != SCALE_TRACE)
 
 #: Shared fixtures (path under ../shared/fixtures) that tests/data holds a copy of, renamed only
 #: (see tests/data/README.md): the suite needs no ../shared beside the checkout.
@@ -38,28 +40,27 @@ BUNDLED_COPIES: dict[str, Path] = {
     "kineto/tracelens/b200/eager_trace.json.gz": KINETO / "tracelens/b200_eager.json.gz",
     "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": KINETO / "tracelens/qwen_h100.json.gz",
     "kineto/tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": KINETO / "tracelens/qwen_mi300.json.gz",
-}
-#: Shared fixtures too big for the repository (tests that need them skip without ../shared).
-NOT_BUNDLED = {
-    "kineto/hta/df_index_resolver/df_index_resolver.json.gz": "216k events, 3 MB: the scale fixture",
+    # the scale fixture: 216k events in 3 MB, copied so that a fresh clone runs every test
+    "kineto/hta/df_index_resolver/df_index_resolver.json.gz": KINETO / "hta/df_index_resolver.json.gz",
 }
 
 
 def shared_fixture(relpath: str) -> Path:
-    """A real trace by its path under ../shared/fixtures: the copy in tests/data when there is
-    one, else the shared file (the few big ones not copied into the repo; skip without it)."""
+    """A real trace by its path under ../shared/fixtures: the copy in tests/data. Every trace a
+    test names is copied there (tests/data/README.md), so a fresh clone needs no ../shared; a
+    name with no copy is a mistake in the test, not a reason to skip."""
     bundled = BUNDLED_COPIES.get(relpath)
-    if bundled is not None and bundled.exists():
-        return bundled
-    path = SHARED_FIXTURES / relpath
-    if not path.exists():
-        why = NOT_BUNDLED.get(relpath, "not copied into tests/data")
-        pytest.skip(f"shared fixture not available ({why}): {path}")
-    return path
+    if bundled is None:
+        raise KeyError(f"{relpath}: no copy in tests/data (add it to BUNDLED_COPIES with its licence)")
+    return bundled
 
 
 def all_shared_traces() -> list[Path]:
-    """The shared traces tests/data has no copy of (those are in BUNDLED_TRACES already)."""
+    """With ``$NEURON_EXPLORER_SHARED`` set (opt-in, for a fixture store beside the checkout):
+    the traces there that ``BUNDLED_COPIES`` does not map. Without it none, so a fresh clone
+    runs the same tests as any other checkout."""
+    if not os.environ.get("NEURON_EXPLORER_SHARED"):
+        return []
     root = SHARED_FIXTURES / "kineto"
     if not root.exists():
         return []
@@ -103,3 +104,35 @@ def run_cli(
 @pytest.fixture
 def cli():
     return run_cli
+
+
+#: The modules ``scripts/test --quick`` runs (``-m quick``): one or two per layer (the trace
+#: model, import, analyzers and rules, diff, every renderer, the CLI as a user runs it, TUI
+#: and agents), chosen to finish in under 3 minutes on two cores (measured: 2 min 18 s at a load
+#: average of 4 on the shared 2-core VM); their slow-marked tests stay out.
+QUICK_MODULES = frozenset(
+    {
+        "test_trace_model",
+        "test_nesting",
+        "test_analyzers_intervals",
+        "test_stepless_wording",
+        "test_severity_by_cost",
+        "test_diff",
+        "test_fit",
+        "test_warmup_rule",
+        "test_kernel_names",
+        "test_source_locations",
+        "test_report_escaping",
+        "test_agents_sql",
+        "test_tui_data",
+        "test_cli_trace_commands",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
+        if name in QUICK_MODULES and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.quick)

@@ -20,8 +20,8 @@ from neuron_explorer.trace.errors import NeuronExplorerError
 def _reader(sources: SourceAccess) -> Callable[[str], Sequence[str] | None] | None:
     def read_lines(path: str) -> Sequence[str] | None:
         try:
-            return sources.resolve(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        except (NeuronExplorerError, OSError):
+            return sources.read_lines(path)  # every check source_context makes
+        except NeuronExplorerError:
             return None
 
     return read_lines if sources.roots else None

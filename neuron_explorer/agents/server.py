@@ -3,8 +3,11 @@
 ``build_server`` wires the views (``agents.views``), the SQL sandbox (``agents.sql``) and the
 source access control (``agents.source``) into an ``MCPServer`` of the official ``mcp`` SDK.
 Tool descriptions are written for a model: what the tool returns, when to use it, the units.
-A user mistake (unknown trace, bad SQL, a path outside the roots) comes back as a tool error
-whose text says what to do instead; the server never shows a traceback.
+Every tool is listed in ``agents.tools.TOOLS`` (what ``mcp --help`` prints; the server refuses
+to start if the two differ), takes ``max_chars``, and answers once, as compact JSON text within
+that budget (``agents.budget``). A user mistake (unknown trace, bad SQL, a path outside the
+roots) comes back as a tool error whose one line says what to do instead; the server never
+shows a traceback.
 """
 
 from __future__ import annotations
@@ -23,11 +26,20 @@ from pydantic import Field
 
 from neuron_explorer import __version__
 from neuron_explorer.agents import views
+from neuron_explorer.agents.budget import (
+    DEFAULT_MAX_CHARS,
+    MAX_MAX_CHARS,
+    MIN_MAX_CHARS,
+    BudgetError,
+    check_max_chars,
+    fit,
+)
 from neuron_explorer.agents.catalog import TraceCatalog
 from neuron_explorer.agents.docs import DOCS, DocNotFoundError, doc_text
 from neuron_explorer.agents.source import SourceAccess, SourceAccessError
 from neuron_explorer.agents.sql import DEFAULT_TIMEOUT_S, MAX_ROWS, SqlSandbox
 from neuron_explorer.agents.tables import describe_tables, events_table, metrics_tables
+from neuron_explorer.agents.tools import TOOLS
 from neuron_explorer.trace.errors import NeuronExplorerError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,23 +55,65 @@ step_breakdown for per-step time, source_context for the code behind a line, and
 any question the other tools do not answer. All times are integer nanoseconds (*_ns) unless a
 column says otherwise; shares are percent (*_pct). Quote numbers from the tools, not estimates."""
 
+#: The longest error message a tool sends (its input quoted in it can be any length).
+MAX_ERROR_CHARS = 1_000
+#: The largest line number (src_line is an int32 column).
+MAX_LINE = 2**31 - 1
+
+BUDGET_NOTE = (
+    f" The answer is compact JSON of at most max_chars characters (default {DEFAULT_MAX_CHARS:,}); when cut, "
+    "`truncated` is true and `truncation` says what was cut and how to page."
+)
+
 TraceArg = Annotated[
     str | None,
     Field(description="Name of a served trace (see list_traces). May be omitted when the server serves one trace."),
 ]
 
 
-def _errors_as_tool_errors(fn: F) -> F:
-    """A NeuronExplorerError is the caller's mistake: report its message as a tool error."""
+MaxCharsArg = Annotated[
+    int,
+    Field(
+        description=f"Most characters the answer may have ({MIN_MAX_CHARS:,}-{MAX_MAX_CHARS:,}; about 4 characters "
+        "a token). A longer answer is cut and says what was cut and how to page."
+    ),
+]
+OffsetArg = Annotated[int, Field(description="Rows to skip (for the next page: the answer's truncation.next_offset).")]
+
+
+def _answer_in_budget(name: str, fn: Callable[..., dict[str, Any]]) -> Callable[..., str]:
+    """``fn`` as a tool: its answer as compact JSON within ``max_chars`` (a parameter added to
+    every tool), sent once as text; a NeuronExplorerError is the caller's mistake and becomes a
+    tool error with its message."""
+    info = TOOLS[name]
+    signature = inspect.signature(fn, eval_str=True)
+    passes_max_chars = "max_chars" in signature.parameters
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, max_chars: int = DEFAULT_MAX_CHARS, **kwargs: Any) -> str:
         try:
-            return fn(*args, **kwargs)
-        except NeuronExplorerError as exc:
-            raise ToolError(str(exc)) from None
+            budget = check_max_chars(max_chars)
+            answer = fn(*args, max_chars=budget, **kwargs) if passes_max_chars else fn(*args, **kwargs)
+            offset = kwargs.get("offset", 0) if info.pages else None
+            return fit(answer, budget, info.how_to_page, offset=offset, pages=info.pages)
+        except (NeuronExplorerError, BudgetError, ToolError) as exc:
+            raise ToolError(_error_line(str(exc))) from None
 
-    return wrapper  # type: ignore[return-value]
+    parameters = [p for p in signature.parameters.values() if p.name != "max_chars"]
+    parameters.append(
+        inspect.Parameter(
+            "max_chars", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_MAX_CHARS, annotation=MaxCharsArg
+        )
+    )
+    wrapper.__signature__ = signature.replace(parameters=parameters, return_annotation=str)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": str}
+    return wrapper
+
+
+def _error_line(message: str) -> str:
+    """An error as one line of bounded size: messages quote the caller's input, which may be huge."""
+    line = " ".join(message.split())
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 20] + "...[message cut]"
 
 
 class _SqlState:
@@ -96,22 +150,30 @@ def build_server(
     sources = SourceAccess(source_roots or [])
     sql_state = _SqlState(catalog, sql_timeout_s)
 
-    def tool(title: str, note: str = "") -> Callable[[F], F]:
+    registered: list[str] = []
+
+    def tool(title: str = "", note: str = "") -> Callable[[F], F]:
         def register(fn: F) -> F:
+            name = fn.__name__
+            if name not in TOOLS:
+                raise RuntimeError(f"tool {name} is not in agents.tools.TOOLS (the registry --help lists)")
             # One paragraph: models read the description as prose, not as an indented docstring.
-            description = " ".join(inspect.cleandoc(fn.__doc__ or "").split()) + note
+            description = " ".join(inspect.cleandoc(fn.__doc__ or "").split()) + note + BUDGET_NOTE
             server.add_tool(
-                _errors_as_tool_errors(fn),
-                title=title,
+                _answer_in_budget(name, fn),
+                name=name,
+                title=TOOLS[name].title,
                 description=description,
                 annotations=READ_ONLY,
-                structured_output=True,
+                # One copy of each answer: compact JSON text, which every client passes to its model.
+                structured_output=False,
             )
+            registered.append(name)
             return fn
 
         return register
 
-    @tool("List served traces")
+    @tool()
     def list_traces() -> dict[str, Any]:
         """List the traces this server serves. Returns, per trace: name (pass it as `trace` to the
         other tools), path, events (row count), ranks, world_size, device_types (cpu, cuda, hip,
@@ -120,7 +182,7 @@ def build_server(
         trace names."""
         return {"traces": catalog.describe(), "source_roots": sources.roots}
 
-    @tool("Trace summary and verdict")
+    @tool()
     def trace_summary(trace: TraceArg = None) -> dict[str, Any]:
         """Start here. The analyzers' verdict for one trace (one sentence: what bounds the run and
         the top issue), its summary (wall_ns, num_steps, step_p50_ns, ranks, devices,
@@ -133,7 +195,7 @@ def build_server(
         second per 200k events); later calls are instant."""
         return views.trace_summary(catalog.get(trace))
 
-    @tool("Findings (problems, evidence, fixes)")
+    @tool()
     def findings(
         trace: TraceArg = None,
         min_severity: Annotated[str, Field(description="Lowest severity to return: info, warning or error.")] = "info",
@@ -141,6 +203,7 @@ def build_server(
             list[str] | None, Field(description="Only these rule ids (e.g. ['device_idle']); all when omitted.")
         ] = None,
         limit: Annotated[int, Field(description="Most findings to return (1-500).")] = 20,
+        offset: OffsetArg = 0,
     ) -> dict[str, Any]:
         """The problems the rules found in a trace, most costly first. Each finding has rule_id,
         severity (info|warning|error), title, message, metrics (name -> {value, unit}), threshold
@@ -150,9 +213,9 @@ def build_server(
         and what it holds there; ns too for durations) and a concrete recommendation. `skipped` lists rules that could not run and what they need
         ("skipped: needs kernel events"). Rule meanings and thresholds: resource
         neuron-explorer://docs/rules.md."""
-        return views.findings(catalog.get(trace), min_severity, rules, limit)
+        return views.findings(catalog.get(trace), min_severity, rules, limit, offset)
 
-    @tool("Top kernels by device time")
+    @tool()
     def top_kernels(
         trace: TraceArg = None,
         limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
@@ -163,29 +226,31 @@ def build_server(
                 description="Only this category: gemm, attention, conv, elementwise, reduction, communication, memory, other."
             ),
         ] = None,
+        offset: OffsetArg = 0,
     ) -> dict[str, Any]:
         """Device work (kernels, collectives, memcpy, memset) aggregated by kernel name: name,
         category (gemm, attention, conv, elementwise, reduction, communication, memory, other),
         device_type, count, total_ns, mean_ns, min_ns, max_ns (ns) and pct (percent of all device
         time), plus the totals per category. Use it to see where device time goes and whether
         GEMMs or small elementwise kernels dominate. total_rows says how many kernel names exist."""
-        return views.top_kernels(catalog.get(trace), limit, sort_by, category)
+        return views.top_kernels(catalog.get(trace), limit, sort_by, category, offset)
 
-    @tool("Top framework ops")
+    @tool()
     def top_ops(
         trace: TraceArg = None,
         limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
         sort_by: Annotated[
             str, Field(description="device_ns (device cost), host_self_ns (CPU overhead), host_total_ns or count.")
         ] = "device_ns",
+        offset: OffsetArg = 0,
     ) -> dict[str, Any]:
         """Framework operators (aten::mm, aten::copy_, custom ops) aggregated by name: count,
         host_total_ns (inclusive host time), host_self_ns (host time minus child ops),
         device_ns (device time of the kernels the op launched) and kernel_count. Sort by
         device_ns to find the ops that cost device time, by host_self_ns for host overhead."""
-        return views.top_ops(catalog.get(trace), limit, sort_by)
+        return views.top_ops(catalog.get(trace), limit, sort_by, offset)
 
-    @tool("Op performance vs the hardware's peak (roofline)")
+    @tool()
     def op_perf(
         trace: TraceArg = None,
         limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
@@ -198,6 +263,7 @@ def build_server(
                 description="Only this category: gemm, attention, conv, elementwise, reduction, norm, communication, other."
             ),
         ] = None,
+        offset: OffsetArg = 0,
     ) -> dict[str, Any]:
         """How close each op shape runs to what the device can do: one row per op group (name,
         shapes, dtypes as JSON) with count, kernel_time_us (summed, microseconds), gflops and
@@ -206,9 +272,9 @@ def build_server(
         device time per op category with modelled_pct (share covered by the models) and
         perf_summary (the device spec used: peaks per dtype, bandwidth, its source). Needs a
         trace recorded with record_shapes=True; rows without a model have null gflops."""
-        return views.op_perf(catalog.get(trace), limit, sort_by, category)
+        return views.op_perf(catalog.get(trace), limit, sort_by, category, offset)
 
-    @tool("Top source lines")
+    @tool()
     def top_source_lines(
         trace: TraceArg = None,
         limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
@@ -218,6 +284,7 @@ def build_server(
         file_contains: Annotated[
             str | None, Field(description="Only lines whose src_file contains this text (e.g. 'train.py').")
         ] = None,
+        offset: OffsetArg = 0,
     ) -> dict[str, Any]:
         """Which line of the user's code costs the most: one row per source line (src_file,
         src_line) with src_func, src_precision (line = the exact calling line; function = only the
@@ -225,22 +292,39 @@ def build_server(
         launching op / the forward op), host_ns, device_ns (device time of the kernels launched
         from it, ns), kernel_count, alloc_bytes and event_count. Follow up with
         source_context(file, line) for the code and the kernels and ops behind a line."""
-        return views.top_source_lines(catalog.get(trace), limit, sort_by, file_contains)
+        return views.top_source_lines(catalog.get(trace), limit, sort_by, file_contains, offset)
 
-    @tool("Per-step time breakdown")
+    @tool()
+    def memory_at_peak(
+        trace: TraceArg = None,
+        by: Annotated[str, Field(description="Sum the live blocks by line, op, module or phase.")] = "line",
+        step: Annotated[int | None, Field(description="That step's peak; the trace's peak when omitted.")] = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+    ) -> dict[str, Any]:
+        """What is alive at the memory peak and who made it: the allocations alive when the
+        allocated total peaked (per rank and device), summed by source line (src_file,
+        src_line, src_func), op, nn.Module path or phase (before_trace, before_first_step,
+        activations saved for backward, gradients, optimizer_state, temporaries, retained =
+        outlives its step), with live_bytes, blocks and pct_of_peak. `replay` says whether the
+        allocation/free replay agrees with the trace's Total Allocated at every event (and the
+        offset allocated before the trace). Needs profile_memory=True (record --memory)."""
+        return views.memory_at_peak(catalog.get(trace), by, step, limit)
+
+    @tool()
     def step_breakdown(
         trace: TraceArg = None,
         rank: Annotated[int | None, Field(description="Only this distributed rank; all when omitted.")] = None,
         limit: Annotated[int, Field(description="Most rows of each table to return (1-500).")] = 50,
+        offset: OffsetArg = 0,
     ) -> dict[str, Any]:
         """Step time and where it goes. `steps`: one row per rank and profiler step (start_ns,
         dur_ns, is_warmup, is_outlier, ...); `step_stats`: mean, p50, p95 and outliers;
         `attribution`: per rank, step and device, wall_ns split into exclusive categories by
         priority (`categories` names them in order), *_ns and *_pct; they sum to wall_ns and the
         verdict and findings' costs come from them. Use it for step variance, stragglers, warm-up."""
-        return views.step_breakdown(catalog.get(trace), rank, limit)
+        return views.step_breakdown(catalog.get(trace), rank, limit, offset)
 
-    @tool("Diff two traces: what got slower")
+    @tool()
     def diff(
         base: Annotated[str, Field(description="The served trace to compare against (see list_traces).")],
         new: Annotated[str, Field(description="The served trace to compare.")],
@@ -266,7 +350,7 @@ def build_server(
 
         return diff_answer(catalog.get(base), catalog.get(new), sources, limit, fail_on_regression_pct, metrics)
 
-    @tool("Source code around a line, with its cost")
+    @tool()
     def source_context(
         file: Annotated[str, Field(description="The file as the trace records it (src_file), or an absolute path.")],
         line: Annotated[int, Field(description="The line number (src_line), 1-based.")],
@@ -279,8 +363,8 @@ def build_server(
         called there, with host_ns) and `findings` that cite the line. The code is read only from
         the server's source roots (see list_traces); for a file outside them, or not on this
         machine, `code` is null and `code_error` says why, and the attribution is still given."""
-        if line < 1:
-            raise ToolError(f"line must be 1 or more, not {line}")
+        if not 1 <= line <= MAX_LINE:
+            raise ToolError(f"line must be between 1 and {MAX_LINE:,}, not {line}")
         served = catalog.get(trace)
         answer: dict[str, Any] = {"file": file, "line": line}
         try:
@@ -300,21 +384,24 @@ def build_server(
             raise ToolError(f"{answer['code_error']}; and trace {served.name!r} attributes no event to {file}:{line}")
         return answer
 
-    @tool("Tables and columns for SQL")
+    @tool()
     def schema(
         table: Annotated[str | None, Field(description="Only this table (e.g. 'events'); all when omitted.")] = None,
     ) -> dict[str, Any]:
-        """The tables the `sql` tool can query, what one row of each is, its row count, and every
-        column's type, unit and meaning. `events` is the trace itself (one row per event:
-        kind, name, start_ns, dur_ns, device, stream, src_file, src_line, links such as
-        launch_id and op_id, ...); the metrics tables (steps, breakdown, idle, kernels, ops,
-        source_lines, findings, ...) are the analyzers' results. Every table starts with a
-        `trace` column naming the served trace. Call it before writing SQL."""
+        """The tables the `sql` tool can query: what one row of each is, its row count and its
+        column names; with `table`, every column's type, unit and meaning too. `events` is the
+        trace itself (one row per event: kind, name, start_ns, dur_ns, device, stream, src_file,
+        src_line, links such as launch_id and op_id, ...); the metrics tables (steps, breakdown,
+        idle, kernels, ops, source_lines, findings, ...) are the analyzers' results. Every table
+        starts with a `trace` column naming the served trace. Call it before writing SQL."""
         sql_state.sandbox()
         if table and table not in sql_state.tables:
             raise ToolError(f"no table {table!r}; tables: {', '.join(sql_state.tables)}")
+        described = describe_tables(sql_state.tables, [table] if table else None)
+        if not table:  # the overview: names only, so every table fits one answer; details per table
+            described = [{**t, "columns": [c["name"] for c in t["columns"]]} for t in described]
         return {
-            "tables": describe_tables(sql_state.tables, [table] if table else None),
+            "tables": described,
             "analysis_errors": sql_state.analysis_errors,
             "notes": [
                 "Times are integer nanoseconds (start_ns is absolute, since the Unix epoch); *_pct are percent 0-100.",
@@ -324,24 +411,29 @@ def build_server(
             ],
         }
 
-    @tool("Read-only SQL (DuckDB)", note=f" Time limit: {sql_timeout_s:g} s per query.")
+    @tool(note=f" Time limit: {sql_timeout_s:g} s per query.")
     def sql(
         query: Annotated[str, Field(description="One DuckDB SELECT statement over the tables listed by `schema`.")],
         max_rows: Annotated[int, Field(description=f"Most rows to return (1-{MAX_ROWS}).")] = MAX_ROWS,
+        max_chars: int = DEFAULT_MAX_CHARS,
     ) -> dict[str, Any]:
         """Run one read-only SQL SELECT (DuckDB dialect) over the served traces: the `events`
         table and the metrics tables (call `schema` first for their columns, units and meanings).
-        Returns columns, their types, rows (as lists) and row_count. At most 5,000 rows come
-        back; when a query has more, truncated is true and you should aggregate (GROUP BY with
-        SUM/COUNT, ORDER BY ... LIMIT n) rather than read raw events. Queries run under a time
-        limit. Only SELECT/EXPLAIN are accepted: writes, ATTACH, COPY, INSTALL/LOAD, SET and any
-        file access (read_csv, read_parquet, ...) are refused. Example: SELECT name,
-        sum(dur_ns) AS total_ns FROM events WHERE kind = 'kernel' GROUP BY name ORDER BY total_ns
-        DESC LIMIT 10."""
-        return sql_state.sandbox().query(query, max_rows)
+        Returns columns, their types, rows (as lists) and row_count. At most max_rows rows
+        (5,000) and max_chars characters come back, whichever is reached first; then truncated
+        is true and message says how to page (LIMIT n OFFSET m). Aggregate (GROUP BY with
+        SUM/COUNT, ORDER BY ... LIMIT n) rather than read raw events. Floats are rounded to 4
+        significant digits; integers are exact. Queries run under a time limit. Only one SELECT
+        (WITH, VALUES, DESCRIBE, SUMMARIZE) over the served tables is accepted: EXPLAIN, writes,
+        ATTACH, COPY, INSTALL/LOAD, SET, PRAGMA, file access (read_csv, glob, ...) and functions
+        that read the server's settings are refused. Example: SELECT name, sum(dur_ns) AS
+        total_ns FROM events WHERE kind = 'kernel' GROUP BY name ORDER BY total_ns DESC LIMIT 10."""
+        return sql_state.sandbox().query(query, max_rows, max_chars)
 
     for doc, title in DOCS.items():
         _add_doc_resource(server, doc, title)
+    if registered != list(TOOLS):
+        raise RuntimeError(f"the server's tools {registered} differ from agents.tools.TOOLS {list(TOOLS)}")
     return server
 
 

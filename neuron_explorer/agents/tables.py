@@ -36,6 +36,10 @@ METRICS_TABLES: dict[str, str] = {
     "overlap": "One row per rank and device: communication time overlapped with compute, and exposed.",
     "neuron_operators": "Trainium only (AWS's Operator Table): one row per NeuronCore, framework layer and HLO op: "
     "instructions, device_ns, device_pct.",
+    "neuron_summary": "Trainium only: one row per NeuronCore: AWS's Summary fields as columns (our units: _ns, _pct "
+    "0-100) plus the kernel window (kernel_time_ns), MFU/HFU/MBU over it, DMA bytes of every packet group, bound.",
+    "neuron_engines": "Trainium only: one row per NeuronCore engine (Tensor, Vector, Scalar, GpSimd, Sync) and DMA "
+    "queue: instructions, waits, bytes, active_ns, kernel_util_pct, span_util_pct.",
     "op_perf": "One row per op group (name, shapes, dtypes): count, kernel_time_us, gflops and data_moved_mb per call, "
     "tflops_per_s, tb_per_s, flops_per_byte, bound (compute/memory), pct_of_peak, src_file, src_line.",
     "op_categories": "One row per op category: kernel_time_us, device_time_pct, modelled_pct, tflops_per_s, tb_per_s.",
@@ -45,6 +49,15 @@ METRICS_TABLES: dict[str, str] = {
     "NCCL algorithm and protocol the kernel name carries.",
     "collective_sizes": "One row per collective, NCCL algorithm, protocol and power-of-two message size (size_bytes): "
     "count, median/min/max bus bandwidth (busbw_*_gbps), xfer_ns: what to hold against the link's peak.",
+    "memory_at_peak": "Live memory at the trace's peak (scope trace) and each step's peak (scope step), per rank and "
+    "device: live_bytes by phase (before_trace, before_first_step, activations, gradients, optimizer_state, "
+    "temporaries, retained), source line, nn.Module path and op; pct_of_peak.",
+    "memory_live": "One row per rank, device and step: allocated at start, end and peak, peak reserved, bytes "
+    "allocated, survived_bytes (outlived the step) and retained_bytes (never freed in the trace: leaks).",
+    "memory_replay": "One row per rank and device: whether the allocation/free replay agrees with the trace's Total "
+    "Allocated at every event, the offset allocated before the trace, and where and why not.",
+    "memory_fragmentation": "One row per rank and device with a caching allocator: reserved against allocated, the "
+    "largest gap, reserved growth over steady steps, cudaMalloc/cudaFree calls inside steps.",
     "findings": "One row per finding: rule_id, severity, title, message, cost_ns, recommendation; metrics, "
     "threshold, time_ranges, event_ids and source_lines as JSON text.",
     "fields": "One row per column of every metrics table: table, field, type, unit, description (what fields.parquet holds).",

@@ -52,6 +52,14 @@ def plain(value: Any) -> Any:
     return value
 
 
+def clamp_offset(offset: int | None) -> int:
+    if offset is None:
+        return 0
+    if offset < 0:
+        raise ToolInputError(f"offset must be 0 or more, not {offset}")
+    return min(int(offset), 2**62)  # past every table's end, and still a C integer for pandas
+
+
 def clamp_limit(limit: int, default: int = 20) -> int:
     if limit is None:
         return default
@@ -61,6 +69,8 @@ def clamp_limit(limit: int, default: int = 20) -> int:
 
 
 def _sorted(df: pd.DataFrame, sort_by: str, table: str) -> pd.DataFrame:
+    if not len(df) and sort_by in df.columns:
+        return df  # an empty table (no kernels on a CPU trace) carries placeholder dtypes: nothing to sort
     numeric = [c for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
     if sort_by not in numeric:
         raise ToolInputError(f"cannot sort {table} by {sort_by!r}; sort by one of: {', '.join(numeric)}")
@@ -68,16 +78,18 @@ def _sorted(df: pd.DataFrame, sort_by: str, table: str) -> pd.DataFrame:
 
 
 def _table_answer(
-    served: ServedTrace, table: str, df: pd.DataFrame, limit: int, sort_by: str, **extra: Any
+    served: ServedTrace, table: str, df: pd.DataFrame, limit: int, sort_by: str, offset: int = 0, **extra: Any
 ) -> dict[str, Any]:
     rows = _sorted(df, sort_by, table)
+    offset = clamp_offset(offset)
     return {
         "trace": served.name,
         "table": table,
         "sort_by": sort_by,
         **extra,
         "total_rows": len(df),
-        "rows": records(rows, limit),
+        "offset": offset,
+        "rows": records(rows.iloc[offset:], limit),
         "units": UNITS_NOTE,
     }
 
@@ -108,7 +120,7 @@ def trace_summary(served: ServedTrace) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ findings
 def findings(
-    served: ServedTrace, min_severity: str = "info", rules: list[str] | None = None, limit: int = 20
+    served: ServedTrace, min_severity: str = "info", rules: list[str] | None = None, limit: int = 20, offset: int = 0
 ) -> dict[str, Any]:
     from neuron_explorer.analyzers.finding import SEVERITIES
 
@@ -127,13 +139,15 @@ def findings(
         selected = [f for f in selected if f.rule_id in wanted]
     limit = clamp_limit(limit)
     where = _locations(a)
-    shown = [plain(f.to_dict()) for f in selected[:limit]]
+    offset = clamp_offset(offset)
+    shown = [plain(f.to_dict()) for f in selected[offset : offset + limit]]
     for f in shown:
         for sl in f.get("source_lines") or []:
             sl["location"] = where.finding_line(sl)
     return {
         "trace": served.name,
         "total": len(selected),
+        "offset": offset,
         "findings": shown,
         "skipped": [{"rule_id": r, "reason": why} for r, why in a.skipped if not wanted or r in wanted],
         "units": "cost_ns: estimated time lost, ns; time_ranges: [start_ns, end_ns] absolute; metrics carry their units.",
@@ -142,7 +156,7 @@ def findings(
 
 # ------------------------------------------------------------------------------ tops
 def top_kernels(
-    served: ServedTrace, limit: int = 20, sort_by: str = "total_ns", category: str | None = None
+    served: ServedTrace, limit: int = 20, sort_by: str = "total_ns", category: str | None = None, offset: int = 0
 ) -> dict[str, Any]:
     a = served.analysis()
     df = a.kernels
@@ -154,17 +168,21 @@ def top_kernels(
             )
         df = df[df["category"].astype(str) == category]
     return _table_answer(
-        served, "kernels", df, clamp_limit(limit), sort_by,
+        served, "kernels", df, clamp_limit(limit), sort_by, offset,
         categories=records(a.kernel_categories),
     )  # fmt: skip
 
 
-def top_ops(served: ServedTrace, limit: int = 20, sort_by: str = "device_ns") -> dict[str, Any]:
-    return _table_answer(served, "ops", served.analysis().ops, clamp_limit(limit), sort_by)
+def top_ops(served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", offset: int = 0) -> dict[str, Any]:
+    return _table_answer(served, "ops", served.analysis().ops, clamp_limit(limit), sort_by, offset)
 
 
 def op_perf(
-    served: ServedTrace, limit: int = 20, sort_by: str = "kernel_time_us", category: str | None = None
+    served: ServedTrace,
+    limit: int = 20,
+    sort_by: str = "kernel_time_us",
+    category: str | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     """The performance models: op groups with FLOPs, bytes, achieved rates and roofline, the
     device time per op category, and the device spec they were measured against."""
@@ -181,13 +199,18 @@ def op_perf(
         df,
         clamp_limit(limit),
         sort_by,
+        offset,
         categories=records(a.op_categories),
         perf_summary=plain(a.perf_summary),
     )
 
 
 def top_source_lines(
-    served: ServedTrace, limit: int = 20, sort_by: str = "device_ns", file_contains: str | None = None
+    served: ServedTrace,
+    limit: int = 20,
+    sort_by: str = "device_ns",
+    file_contains: str | None = None,
+    offset: int = 0,
 ) -> dict[str, Any]:
     a = served.analysis()
     df = a.source_lines
@@ -201,7 +224,44 @@ def top_source_lines(
             for f, n, fn, p in zip(df["src_file"], df["src_line"], df["src_func"], df["src_precision"])
         ]
     )
-    return _table_answer(served, "source_lines", df, clamp_limit(limit), sort_by)
+    return _table_answer(served, "source_lines", df, clamp_limit(limit), sort_by, offset)
+
+
+def memory_at_peak(served: ServedTrace, by: str = "line", step: int | None = None, limit: int = 20) -> dict[str, Any]:
+    """What is alive at the trace's peak (or one step's peak), summed by line, op, module or
+    phase; with the replay check of that trace (does it agree with Total Allocated)."""
+    from neuron_explorer.analyzers.memory_live import at_peak_view
+
+    if by not in ("line", "op", "module", "phase"):
+        raise ToolInputError(f"by must be one of line, op, module, phase, not {by!r}")
+    a = served.analysis()
+    live = a.live_memory
+    replay = records(a.memory_replay)
+    if live is None or not len(live.at_peak):
+        return {
+            "trace": served.name,
+            "missing": a.memory_summary.get("missing") or "the trace has no allocation with a device and address",
+            "rows": [],
+            "replay": replay,
+        }
+    scope, at = ("trace", -1) if step is None else ("step", int(step))
+    df = at_peak_view(live, by, scope, at)
+    if step is not None and not len(df):
+        steps = sorted({int(s) for s in live.at_peak["step"] if s >= 0})
+        raise ToolInputError(f"no memory events in step {step}; steps with memory events: {steps}")
+    peaks = live.at_peak[(live.at_peak["scope"] == scope) & (live.at_peak["step"] == at)]
+    heads = peaks.drop_duplicates(["rank", "device_type", "device"])
+    return {
+        "trace": served.name,
+        "scope": scope,
+        "step": at,
+        "by": by,
+        "peaks": records(heads[["rank", "device_type", "device", "peak_ns", "peak_event_id", "peak_allocated_bytes"]]),
+        "total_rows": len(df),
+        "rows": records(df, clamp_limit(limit)),
+        "replay": replay,
+        "units": UNITS_NOTE,
+    }
 
 
 def _locations(a: Any) -> Any:
@@ -210,9 +270,10 @@ def _locations(a: Any) -> Any:
     return Locations.for_analysis(a)
 
 
-def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50) -> dict[str, Any]:
+def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
     a = served.analysis()
     limit = clamp_limit(limit, 50)
+    offset = clamp_offset(offset)
     steps, attribution = a.steps, a.attribution
     if rank is not None:
         ranks = sorted(int(r) for r in attribution["rank"].unique()) if len(attribution) else []
@@ -223,10 +284,11 @@ def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50
     return {
         "trace": served.name,
         "step_stats": plain(a.step_stats),
+        "offset": offset,
         "steps_total": len(steps),
-        "steps": records(steps, limit),
+        "steps": records(steps.iloc[offset:], limit),
         "attribution_total": len(attribution),
-        "attribution": records(attribution, limit),
+        "attribution": records(attribution.iloc[offset:], limit),
         "categories": dict(CATEGORIES),
         "units": UNITS_NOTE
         + " Attribution: every instant of a step window in exactly one category, by priority in the order of"

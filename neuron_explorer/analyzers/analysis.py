@@ -6,9 +6,10 @@ the same numbers appear everywhere. Its attribute names are a public API (see BR
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from neuron_explorer.analyzers import (
     kernels,
     launches,
     memory,
+    memory_live,
     neuron_summary,
     ops,
     overlap,
@@ -37,7 +39,7 @@ from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "2.3.0"
+ANALYSIS_SCHEMA_VERSION = "2.4.0"
 
 
 @dataclass
@@ -63,6 +65,10 @@ class Analysis:
     overlap: pd.DataFrame
     #: Trainium: device time by framework layer and HLO op (AWS's Operator Table); empty elsewhere.
     neuron_operators: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Trainium: one row per NeuronCore, AWS's Summary fields and the kernel window (neuron_summary).
+    neuron_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Trainium: per engine and DMA queue, instructions, active time, kernel and span utilization.
+    neuron_engines: pd.DataFrame = field(default_factory=pd.DataFrame)
     findings: list[Finding] = field(default_factory=list)
     #: Per op group (name + shapes + dtypes): FLOPs, bytes, achieved rates, roofline (analyzers.perf).
     op_perf: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -78,8 +84,20 @@ class Analysis:
     collective_sizes: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Per collective kernel: its instance, arrival, wait and the window of work before it.
     collective_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
-    #: Per (rank, step, category, op, kernel, source line): ns on the step's critical path (analyzers.graph).
-    critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Live memory at the trace's and each step's peak by phase, line, op and module (analyzers.memory_live).
+    memory_at_peak: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per rank, device and step: allocated at start, end and peak; what outlived the step.
+    memory_live: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per device: does the live-set replay agree with the trace's Total Allocated, and why not.
+    memory_replay: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Per device: reserved against allocated, the largest gap, allocator calls inside steps.
+    memory_fragmentation: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: The replay itself (blocks paired, phases) the memory rules read; not exported.
+    live_memory: memory_live.LiveMemory | None = None
+    #: Builds the critical path on first use (``critical_path``): a graph and its replay cost as
+    #: much as the rest of ``analyze`` on a large trace, and the text verdict does not read it.
+    critical_path_source: Callable[[], pd.DataFrame] | None = field(default=None, repr=False)
+    _critical_path: pd.DataFrame | None = field(default=None, repr=False)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -88,6 +106,19 @@ class Analysis:
     def filter(self, min_severity: str = "info") -> list[Finding]:
         floor = SEVERITY_RANK[min_severity]
         return [f for f in self.findings if SEVERITY_RANK[f.severity] >= floor]
+
+    @property
+    def critical_path(self) -> pd.DataFrame:
+        """Per (rank, step, category, op, kernel, source line): ns on the step's critical path
+        (analyzers.graph); built on first use, empty when the trace has nothing to build from."""
+        if self._critical_path is None:
+            if self.critical_path_source is not None:
+                t0 = time.perf_counter()
+                self._critical_path = self.critical_path_source()
+                self.timings_s["critical_path"] = time.perf_counter() - t0
+            else:
+                self._critical_path = pd.DataFrame()
+        return self._critical_path
 
     def to_dict(self, max_rows: int = 50) -> dict[str, Any]:
         """The JSON-able document of ``analyze --format json`` (schema in docs/rules.md)."""
@@ -117,11 +148,17 @@ class Analysis:
                     "launches",
                     "overlap",
                     "neuron_operators",
+                    "neuron_summary",
+                    "neuron_engines",
                     "op_perf",
                     "op_categories",
                     "rank_steps",
                     "collectives",
                     "collective_sizes",
+                    "memory_at_peak",
+                    "memory_live",
+                    "memory_replay",
+                    "memory_fragmentation",
                     "critical_path",
                 )
             },
@@ -204,13 +241,21 @@ def analyze(
         overlap=timed("overlap", overlap.comm_overlap, frames),
     )
     a.neuron_operators = neuron_summary.operator_table(frames.metadata)
+    a.neuron_summary = neuron_summary.summary_table(frames.metadata)
+    a.neuron_engines = neuron_summary.engine_table(frames.metadata)
     a.op_perf, a.op_categories, a.perf_summary = timed("op_perf", perf.perf_tables, frames, device_spec)
     a.rank_steps = ranks.rank_steps(a.attribution)
     a.collective_ranks = timed("collectives", ranks.collective_ranks, frames)
     a.collectives = ranks.collectives(a.collective_ranks)
     a.collective_sizes = ranks.bandwidth_by_size(a.collectives)
-    a.critical_path = timed("critical_path", _critical_path, frames)
+    a.critical_path_source = functools.partial(_critical_path, frames)
     a.memory_summary = memory.memory_summary(frames, a.memory)
+    live = timed("memory_live", memory_live.live_memory, frames, step_df)
+    a.live_memory = live
+    a.memory_at_peak = live.at_peak
+    a.memory_live = memory_live.published_steps(live)
+    a.memory_replay = live.replay
+    a.memory_fragmentation = live.fragmentation
     a.launch_summary = launches.launch_summary(a.launches)
     t0 = time.perf_counter()
     a.findings, a.skipped = run_rules(a, frames, selected, dict(thresholds or {}))
@@ -254,6 +299,7 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
     top = a.findings[0] if a.findings else None
     summary = {
         "source": str(frames.metadata.get("source_file") or trace.path or ""),
+        "collector": frames.metadata.get("collector"),
         "num_events": int(trace.num_events),
         "wall_ns": wall,
         "num_steps": int(a.step_stats.get("num_steps", 0)),

@@ -55,6 +55,12 @@ CATEGORY_NAMES: tuple[str, ...] = tuple(c for c, _ in CATEGORIES)
 CATEGORY_LABELS: dict[str, str] = dict(CATEGORIES)
 #: labels on a host-only rank (no device events): ops are the compute
 HOST_ONLY_LABELS: dict[str, str] = {**CATEGORY_LABELS, "compute": "framework ops on the CPU"}
+#: labels on a Neuron device profile alone (no host trace): the untraced part is the time no
+#: engine or DMA queue worked, mostly the semaphore wait before the kernel, not host time
+NEURON_DEVICE_LABELS: dict[str, str] = {
+    **CATEGORY_LABELS,
+    "untraced": "no engine or DMA work (the wait before the kernel; no host trace)",
+}
 CATEGORY_COLUMNS: tuple[str, ...] = tuple(f"{c}_ns" for c in CATEGORY_NAMES)
 
 #: a launched kernel counts as queued only once its launch call returned this long ago: the

@@ -88,6 +88,8 @@ _MEMORY_COLUMNS = (
     "src_func",
     "src_precision",
     "step",
+    "mem_addr",
+    "src_module",
 )
 #: Category of the annotation a device-profile importer writes for its capture window.
 PROFILE_WINDOW_CATEGORY = "neuron_profile_window"

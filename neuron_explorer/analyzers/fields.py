@@ -151,6 +151,18 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "device_pct": ("%", "device_ns over the NeuronCore's instruction time (waits excluded), 0-100."),
         "engines": ("engines", "Number of distinct engines they ran on."),
     },
+    "neuron_engines": {
+        "unit": ("", "Engine (Tensor, Vector, Scalar, GpSimd, Sync) or DMA queue name."),
+        "type": ("", "engine or dma."),
+        "instructions": ("events", "Instructions on the engine (semaphore waits included); DMA: packet rows."),
+        "waits": ("events", "Semaphore-wait instructions on the engine (null for a DMA queue)."),
+        "transfers": ("events", "DMA transfers on the queue (packet groups, aggregated or not)."),
+        "bytes": ("bytes", "DMA bytes the queue moved (its packets' sum)."),
+        "active_ns": ("ns", "Union of the unit's active intervals over the whole profile (waits excluded)."),
+        "kernel_active_ns": ("ns", "The same, inside the kernel window."),
+        "kernel_util_pct": ("%", "kernel_active_ns over the kernel window, 0-100."),
+        "span_util_pct": ("%", "active_ns over the profile's span (total_time), 0-100."),
+    },
     "op_perf": {
         "category": ("", "Op category: gemm, attention, conv, elementwise, reduction, norm, communication, other."),
         "shapes": ("json", "Input shapes of the op group (Kineto Input Dims), compact JSON."),
@@ -219,6 +231,62 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "busbw_max_gbps": ("GB/s", "Highest bus bandwidth of the instances."),
         "xfer_ns": ("ns", "Sum of the instances' transfer times (collectives.xfer_ns)."),
     },
+    "memory_at_peak": {
+        "scope": ("", "trace: the trace's peak of the device; step: the peak of one step."),
+        "peak_ns": ("ns", "Time of the memory event after which the allocated total peaked."),
+        "peak_event_id": ("id", "event_id of that memory event."),
+        "peak_allocated_bytes": ("bytes", "Allocated total at the peak (the trace's Total Allocated)."),
+        "phase": (
+            "",
+            "What the blocks are for: before_trace (allocated before the trace began), before_first_step, "
+            "activations (saved for backward), gradients, optimizer_state, temporaries, retained (outlives its "
+            "step), unexplained (the replay and the totals disagree).",
+        ),
+        "src_module": ("", "nn.Module path the allocation ran under."),
+        "op": ("", "Framework op that made the allocation."),
+        "live_bytes": ("bytes", "Bytes alive at the peak made by this phase, line, module and op."),
+        "blocks": ("blocks", "Allocations alive at the peak in the row."),
+        "pct_of_peak": ("%", "live_bytes as a share of peak_allocated_bytes, 0-100."),
+    },
+    "memory_live": {
+        "start_allocated_bytes": ("bytes", "Allocated total when the step began."),
+        "end_allocated_bytes": ("bytes", "Allocated total when the step ended."),
+        "peak_allocated_bytes": ("bytes", "Highest allocated total inside the step (-1: no memory event in it)."),
+        "peak_ns": ("ns", "When the step's peak was reached (-1: none)."),
+        "peak_reserved_bytes": ("bytes", "Highest reserved total inside the step (-1: none)."),
+        "alloc_bytes": ("bytes", "Bytes the step allocated."),
+        "alloc_count": ("allocs", "Allocations the step made."),
+        "survived_bytes": ("bytes", "Of the step's allocations, bytes still alive when the step ended."),
+        "retained_bytes": ("bytes", "Of the step's allocations, bytes never freed in the trace."),
+    },
+    "memory_replay": {
+        "events": ("events", "Memory events of the device."),
+        "events_with_total": ("events", "Of them, events carrying Total Allocated."),
+        "agreeing_events": ("events", "Events after which the replay plus offset_bytes equals Total Allocated."),
+        "offset_bytes": ("bytes", "Bytes allocated before the trace began (Total Allocated minus the replay)."),
+        "first_mismatch_event_id": ("id", "First event where the replay disagrees (-1: none)."),
+        "first_mismatch_ns": ("ns", "Its time (-1: none)."),
+        "mismatched_events": ("events", "Events where the replay disagrees."),
+        "max_diff_bytes": ("bytes", "Largest disagreement."),
+        "lost_frees": ("blocks", "Addresses allocated again with no free between."),
+        "size_mismatches": ("blocks", "Blocks freed with another size than allocated."),
+        "agrees": ("", "True when the replay agrees at every event."),
+        "reason": ("", "Why it agrees (the offset) or where and why not."),
+    },
+    "memory_fragmentation": {
+        "peak_reserved_bytes": ("bytes", "Highest Total Reserved of the device."),
+        "allocated_at_reserved_peak_bytes": ("bytes", "Allocated total at that moment."),
+        "reserved_gap_at_peak_bytes": ("bytes", "Reserved but not allocated at the reserved peak."),
+        "largest_gap_bytes": ("bytes", "Largest reserved-minus-allocated over the trace."),
+        "largest_gap_ns": ("ns", "When it was reached."),
+        "largest_gap_event_id": ("id", "The memory event where it was reached."),
+        "largest_gap_pct": ("%", "largest_gap_bytes as a share of the reserved total then, 0-100."),
+        "steady_steps": ("steps", "Steady (non-warm-up) steps with memory events."),
+        "reserved_growth_steady_bytes": ("bytes", "Reserved peak of the last steady step minus the first's."),
+        "malloc_calls_in_steps": ("calls", "cudaMalloc/hipMalloc calls inside steady steps (the rank's)."),
+        "free_calls_in_steps": ("calls", "cudaFree/hipFree calls inside steady steps (the rank's)."),
+        "allocator_call_ns_in_steps": ("ns", "Host time of those calls."),
+    },
     "op_categories": {
         "category": ("", "Op category (see op_perf.category)."),
         "kernel_time_us": ("us", "Device time of the category: ops' kernels and unlinked kernels by name."),
@@ -254,4 +322,37 @@ def describe(table: str, field: str) -> tuple[str, str]:
         return FIELDS[table][field]
     if field in _COMMON:
         return _COMMON[field]
+    if table == "neuron_summary":
+        return _neuron_summary_field(field)
     raise KeyError(f"{table}.{field} has no description in analyzers/fields.py")
+
+
+_NEURON_SUMMARY = {
+    "source": ("", "The device profile file."),
+    "bound": ("", "compute or memory: arithmetic intensity against the NeuronCore's ridge point (null: unknown)."),
+    "kernel_time_ns": ("ns", "Kernel window: first to last instruction that is not a semaphore wait, or DMA."),
+    "kernel_start_ns": ("ns", "Start of the kernel window, device-relative (after the initial semaphore wait)."),
+    "kernel_end_ns": ("ns", "End of the kernel window, device-relative."),
+    "mfu_kernel_pct": ("%", "MFU over the kernel window: the Summary's MFU x total_time / kernel time."),
+    "hfu_kernel_pct": ("%", "HFU over the kernel window."),
+    "mbu_kernel_pct": ("%", "MBU over the kernel window."),
+    "dma_transfer_total_bytes": ("bytes", "DMA bytes of every packet group (aggregated row or not)."),
+}
+
+
+def _neuron_summary_field(field: str) -> tuple[str, str]:
+    """A ``neuron_summary`` column: AWS's Summary field with our units, or one we derive."""
+    if field in _NEURON_SUMMARY:
+        return _NEURON_SUMMARY[field]
+    aws = "AWS Summary field, or derived from the events where the Summary lacks it (docs/neuron.md)"
+    for suffix, unit, note in (
+        ("_pct", "%", "a 0-1 fraction in the export, 0-100 here"),
+        ("_ns", "ns", "seconds in the export"),
+        ("_bytes", "bytes", ""),
+        ("_size", "bytes", ""),
+        ("_count", "events", ""),
+        ("_flops", "FLOP", ""),
+    ):
+        if field.endswith(suffix):
+            return unit, f"{aws}{'; ' + note if note else ''}."
+    return "", f"{aws}."

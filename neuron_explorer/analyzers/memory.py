@@ -13,6 +13,12 @@ import pandas as pd
 
 from neuron_explorer.analyzers.context import TraceFrames
 
+#: What a trace without allocator events lacks, and how to record them.
+NO_MEMORY_EVENTS = (
+    "the trace has no [memory] events (allocations and frees): record with `neuron-explorer record --memory` "
+    "or torch.profiler.profile(profile_memory=True)"
+)
+
 
 def memory_timeline(frames: TraceFrames) -> pd.DataFrame:
     """rank, device_type, device, start_ns, allocated_bytes, reserved_bytes, delta_bytes, step."""
@@ -47,7 +53,7 @@ def device_capacity(frames: TraceFrames) -> dict[int, int]:
 def memory_summary(frames: TraceFrames, timeline: pd.DataFrame) -> dict[str, Any]:
     """Per (rank, device): peaks, capacity, allocations per step and churn; plus overall peak_pct."""
     if not len(timeline):
-        return {"devices": [], "has_memory_events": False}
+        return {"devices": [], "has_memory_events": False, "missing": NO_MEMORY_EVENTS}
     caps = device_capacity(frames)
     num_steps = max(1, int(frames.step_windows["step"].nunique()))
     t = timeline.assign(

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
+from neuron_explorer.trace.warmup import WARMUP_FACTOR, WARMUP_MAX_STEPS
+
+__all__ = ["WARMUP_FACTOR", "WARMUP_MAX_STEPS", "step_summary", "step_table"]
 
 OUTLIER_MADS = 3.0
 OUTLIER_MIN_REL = 0.25
-WARMUP_FACTOR = 1.5
-WARMUP_MAX_STEPS = 2
 
 
 def step_table(frames: TraceFrames) -> pd.DataFrame:

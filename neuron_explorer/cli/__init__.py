@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "neuron_explorer.cli.diff",
         "Compare two traces: what got slower per step, where in the code, and how sure (a CI gate).",
     ),
+    "compare": (
+        "neuron_explorer.cli.compare",
+        "Compare many traces side by side: one row per trace or device profile, sortable (a sweep).",
+    ),
     "ranks": (
         "neuron_explorer.cli.ranks",
         "Cross-rank view of a converted run, rank by rank (process pool or Dask): the rank that delays the collectives.",

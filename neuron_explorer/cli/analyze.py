@@ -121,10 +121,12 @@ def run(args: argparse.Namespace) -> int:
             buf = io.StringIO()
             render_text(a, buf, args.min_severity, args.top, width=140, verbose=args.verbose)
             _write(Path(args.output), buf.getvalue())
+            print(f"wrote {args.output} ({len(a.findings)} findings)", file=sys.stderr)
         else:
             render_text(a, sys.stdout, args.min_severity, args.top, verbose=args.verbose)
     elif args.output:
         _write(Path(args.output), text)
+        print(f"wrote {args.output} ({len(a.findings)} findings)", file=sys.stderr)
     else:
         sys.stdout.write(text)
     if args.fail_on:

@@ -26,6 +26,7 @@ from pathlib import Path
 from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
 from neuron_explorer.analyzers.diff import CONFIDENCE, DiffError, GateCheck, TraceDiff, diff_traces, gate
 from neuron_explorer.cli._common import add_output_argument, open_trace
+from neuron_explorer.reports.fit import PIPE_WIDTH, text_width
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.atomic import atomic_path
 
@@ -65,6 +66,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help=f"the confidence a change needs to count (default: {CONFIDENCE})",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="gate even runs that are not comparable (different devices or world size; default: they fail nothing)",
+    )
     parser.add_argument("--include-warmup", action="store_true", help="keep warm-up steps (left out by default)")
     parser.add_argument("--tui", action="store_true", help="browse the diff in the terminal instead of printing it")
     parser.add_argument("--top", type=int, default=10, help="rows per table in text/markdown/html (default: 10)")
@@ -100,12 +106,12 @@ def run(args: argparse.Namespace) -> int:
     base = load_for_diff(args.base, quiet=quiet)
     new = load_for_diff(args.new, quiet=quiet)
     d = diff_traces(base, new, read_lines=read_source_lines, include_warmup=args.include_warmup, confidence=args.confidence)  # fmt: skip
-    checks = gate(d, args.fail_on_regression, metrics) if args.fail_on_regression is not None else None
+    checks = gate(d, args.fail_on_regression, metrics, args.force) if args.fail_on_regression is not None else None
     if checks is None and metrics:
         gate(d, 0.0, metrics)  # validate --metric even without a gate: a typo should not pass silently
     if args.tui:
         return _browse(d, args.top, checks, args.fail_on_regression)
-    text = render(d, args.format, args.top, checks, args.fail_on_regression)
+    text = render(d, args.format, args.top, checks, args.fail_on_regression, None if args.output else text_width())
     if args.output:
         with atomic_path(args.output) as tmp:
             tmp.write_text(text, encoding="utf-8")
@@ -132,7 +138,14 @@ def _browse(d: TraceDiff, top: int, checks: list[GateCheck] | None, threshold: f
     return EXIT_REGRESSION if checks and any(c.failed for c in checks) else 0
 
 
-def render(d: TraceDiff, fmt: str, top: int, checks: list[GateCheck] | None, threshold: float | None) -> str:
+def render(
+    d: TraceDiff,
+    fmt: str,
+    top: int,
+    checks: list[GateCheck] | None,
+    threshold: float | None,
+    width: int | None = None,
+) -> str:
     """The diff in one format (the gate's checks shown when given)."""
     if fmt == "json":
         from neuron_explorer.reports.diff.json import render as render_json
@@ -152,5 +165,5 @@ def render(d: TraceDiff, fmt: str, top: int, checks: list[GateCheck] | None, thr
     from neuron_explorer.reports.diff.text import render as render_text
 
     buf = io.StringIO()
-    buf.write(render_text(view) + "\n")
+    buf.write(render_text(view, width or PIPE_WIDTH) + "\n")
     return buf.getvalue()

@@ -14,8 +14,15 @@ import argparse
 import json
 from typing import Any
 
-from neuron_explorer.analyzers.neuron_summary import fmt_pct, neuron_overview, profile_warnings
+from neuron_explorer.analyzers.neuron_summary import (
+    engine_table,
+    fmt_pct,
+    fmt_time,
+    neuron_overview,
+    profile_warnings,
+)
 from neuron_explorer.cli._common import add_trace_argument, open_trace
+from neuron_explorer.reports.neuron_text import render_engine_table
 from neuron_explorer.trace.summary import describe
 
 _REASONS = {
@@ -37,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     neuron = neuron_overview(trace.metadata)
     if neuron:
         info["neuron"] = neuron
+        info["neuron_engines"] = engine_table(trace.metadata).to_dict(orient="records")
         info["profile_warnings"] = profile_warnings(trace.metadata)
     if args.format == "json":
         print(json.dumps(info, indent=2, default=_json_default))
@@ -60,52 +68,73 @@ def _pct(part: int, whole: int) -> str:
 
 
 def render_text(info: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
 
-    console = Console()
-    console.print(f"[bold]{info['path']}[/bold]")
+    from neuron_explorer.reports.fit import Column, make_console, print_table, printable
+
+    console = make_console()
+    console.print(f"[bold]{escape(printable(info['path']))}[/bold]")
     ranks = info["ranks"]
     rank_note = "" if info.get("rank_known", True) else " (rank not recorded; assumed 0)"
     console.print(
         f"{info['events']:,} events · ranks {', '.join(map(str, ranks)) or '-'}{rank_note}"
         f" · world size {info.get('world_size') or '-'} · span {_ms(info['span_ns'])}"
-        f" · devices {', '.join(info['device_types'])} · schema {info['schema_version']}"
+        f" · devices {escape(printable(', '.join(info['device_types'])))} · schema {info['schema_version']}"
     )
-    kinds = Table(title="Events by kind", show_edge=False)
-    kinds.add_column("kind")
-    kinds.add_column("events", justify="right")
-    for k, v in info["by_kind"].items():
-        kinds.add_row(k, f"{v:,}")
-    console.print(kinds)
+    print_table(
+        console,
+        "Events by kind",
+        [Column("kind", "name"), Column("events")],
+        [[k, f"{v:,}"] for k, v in info["by_kind"].items()],
+    )
     if info["devices"]:
-        devices = Table(title="Devices", show_edge=False)
-        for col in ("rank", "type", "device", "streams", "events", "busy (union)", "sum over streams"):
-            devices.add_column(col, justify="right" if col not in ("type",) else "left")
-        for d in info["devices"]:
-            devices.add_row(
-                str(d["rank"]),
-                str(d["device_type"]),
-                str(d["device"]),
-                str(d["streams"]),
-                f"{d['events']:,}",
-                _ms(d["busy_ns"]),
-                _ms(d["stream_busy_sum_ns"]),
-            )
-        console.print(devices)
-        streams = Table(title="Device streams", show_edge=False)
-        for col in ("rank", "device", "stream", "events", "busy on stream"):
-            streams.add_column(col, justify="right")
-        for s in info["streams"][:32]:
-            streams.add_row(str(s["rank"]), str(s["device"]), str(s["stream"]), f"{s['events']:,}", _ms(s["busy_ns"]))
-        console.print(streams)
+        print_table(
+            console,
+            "Devices",
+            [
+                Column("rank"),
+                Column("type", "text"),
+                Column("device"),
+                Column("streams", short="str", meaning="streams"),
+                Column("events"),
+                Column("busy (union)", short="busy", meaning="busy time, union over streams"),
+                Column("sum over streams", short="sum", meaning="busy time summed over streams"),
+            ],
+            [
+                [
+                    str(d["rank"]),
+                    str(d["device_type"]),
+                    str(d["device"]),
+                    str(d["streams"]),
+                    f"{d['events']:,}",
+                    _ms(d["busy_ns"]),
+                    _ms(d["stream_busy_sum_ns"]),
+                ]
+                for d in info["devices"]
+            ],
+        )
+        print_table(
+            console,
+            "Device streams",
+            [
+                Column("rank"),
+                Column("device"),
+                Column("stream"),
+                Column("events"),
+                Column("busy on stream", short="busy"),
+            ],
+            [
+                [str(s["rank"]), str(s["device"]), str(s["stream"]), f"{s['events']:,}", _ms(s["busy_ns"])]
+                for s in info["streams"][:32]
+            ],
+        )
     if info["steps"]:
-        steps = Table(title="Steps", show_edge=False)
-        for col in ("rank", "step", "duration"):
-            steps.add_column(col, justify="right")
-        for s in info["steps"][:50]:
-            steps.add_row(str(s["rank"]), str(s["step"]), _ms(s["dur_ns"]))
-        console.print(steps)
+        print_table(
+            console,
+            "Steps",
+            [Column("rank"), Column("step"), Column("duration")],
+            [[str(s["rank"]), str(s["step"]), _ms(s["dur_ns"])] for s in info["steps"][:50]],
+        )
     else:
         console.print("Steps: none (no ProfilerStep#N annotations; profile with a schedule or call prof.step())")
     dropped = info.get("dropped_steps") or []
@@ -130,7 +159,7 @@ def render_text(info: dict[str, Any]) -> None:
             f"({links['launch_linked_pct']}%), {links['op_linked']:,} to a framework op ({links['op_linked_pct']}%)"
         )
         for reason, count in links["unlinked_reasons"].items():
-            console.print(f"  not linked: {count:,} {_REASONS.get(reason, reason)}")
+            console.print(f"  not linked: {count:,} {_REASONS.get(reason, reason)}", markup=False)
     if links.get("backward_ops"):
         console.print(
             f"Backward ops linked to their forward op: {links['backward_ops_linked_to_forward']:,} of {links['backward_ops']:,}"
@@ -141,7 +170,8 @@ def render_text(info: dict[str, Any]) -> None:
             console.print(f"  {r.get('action')}: {r.get('what')} ({r.get('count', 0):,})", markup=False)
     for p in info["device_properties"][:8]:
         mem = p.get("totalGlobalMem")
-        console.print(f"Device {p.get('id')}: {p.get('name')} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}")
+        name = printable(p.get("name"))
+        console.print(f"Device {p.get('id')}: {name} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}", markup=False)
     render_neuron(console, info)
 
 
@@ -152,13 +182,32 @@ def render_neuron(console: Any, info: dict[str, Any]) -> None:
         pct = [
             f"{label} {fmt_pct(d[key])}"
             for label, key in (
-                ("engines active", "engines_active_pct"),
+                ("engines alone active", "engines_active_pct"),
+                ("engines plus DMA active", "engines_dma_active_pct"),
                 ("DMA active", "dma_active_pct"),
                 ("MFU", "mfu_pct"),
             )
         ]
         console.print(f"NeuronCore {d['device']}: {_ms(d['total_time_ns'])} profiled, " + ", ".join(pct))
+        if d.get("kernel_time_ns"):
+            kernel = [
+                f"{label} {fmt_pct(d[key])}"
+                for label, key in (
+                    ("engines alone", "kernel_engines_active_pct"),
+                    ("DMA", "kernel_dma_active_pct"),
+                    ("engines plus DMA", "kernel_engines_dma_active_pct"),
+                    ("MFU", "mfu_kernel_pct"),
+                )
+            ]
+            console.print(
+                f"  kernel {fmt_time(d['kernel_time_ns'])} (from {fmt_time(d['kernel_start_ns'])}, after the initial "
+                "semaphore wait): " + ", ".join(kernel)
+            )
         if d["metrics_only"]:
             console.print("  metrics only: a summary-json export holds no events")
+    if info.get("neuron_engines"):
+        import pandas as pd
+
+        render_engine_table(console, pd.DataFrame(info["neuron_engines"]))
     for w in info.get("profile_warnings") or []:
         console.print(f"[yellow]The profile itself warns:[/yellow] {escape(str(w))}")

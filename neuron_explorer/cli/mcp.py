@@ -1,11 +1,12 @@
 """Serve traces to AI agents over the Model Context Protocol (stdio).
 
 Starts an MCP server on stdin/stdout for an MCP client (Claude Desktop, Claude Code, an IDE,
-any agent framework) to launch. It serves the given traces and their analysis as tools:
-list_traces, trace_summary, findings, top_kernels, top_ops, top_source_lines, step_breakdown,
-source_context, schema and sql (read-only DuckDB SQL, 5,000 rows at most, with a time limit),
-and docs/schema.md and docs/rules.md as resources. Source code is shown only from inside the
---source-root directories and the directories of the absolute source files the traces recorded.
+any agent framework) to launch. It serves the given traces and their analysis as the tools
+listed below, and docs/schema.md, docs/rules.md, docs/diff.md, docs/perf.md and docs/agents.md
+as resources. Every answer is compact JSON of at most 16,000 characters unless the call raises
+max_chars; a cut answer says so and how to page. Source code is shown only from inside the
+--source-root directories (the current directory when none is given), never from where a trace
+says its files are; SQL is one read-only SELECT over the served tables (docs/agents.md).
 
 Examples:
   neuron-explorer mcp run/trace.parquet
@@ -25,6 +26,9 @@ from neuron_explorer.cli._common import open_trace
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
+    from neuron_explorer.agents.tools import help_text
+
+    parser.epilog = help_text()  # from the registry the server serves, so the two cannot drift
     parser.add_argument(
         "traces",
         nargs="+",
@@ -36,13 +40,11 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="DIR",
-        help="a directory whose files source_context may show (repeatable); relative src_file paths are looked up in it",
+        help="a directory whose files source_context may show (repeatable; default: the current directory); "
+        "relative src_file paths are looked up in it",
     )
-    parser.add_argument(
-        "--no-recorded-roots",
-        action="store_true",
-        help="do not add the directories of the traces' recorded absolute source files as source roots",
-    )
+    # Accepted so existing client configurations keep working: trace-recorded roots are gone.
+    parser.add_argument("--no-recorded-roots", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--sql-timeout",
         type=float,
@@ -55,7 +57,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from neuron_explorer.agents.catalog import TraceCatalog
     from neuron_explorer.agents.server import build_server
-    from neuron_explorer.agents.source import roots_of_recorded_sources
+    from neuron_explorer.agents.source import default_roots
     from neuron_explorer.trace.errors import NeuronExplorerError
 
     if not args.sql_timeout > 0:  # also refuses nan
@@ -66,9 +68,8 @@ def run(args: argparse.Namespace) -> int:
     # Load everything before serving: a missing or corrupt trace is a one-line error and exit
     # code here, not a server that starts and then fails every call.
     catalog = TraceCatalog.open(args.traces, loader=lambda p: open_trace(p, quiet=True))
-    roots = [Path(r).expanduser() for r in args.source_root]
-    if not args.no_recorded_roots:
-        roots += roots_of_recorded_sources(s.trace for s in catalog)
+    # The user's roots only: a trace naming /etc/passwd must not make /etc one.
+    roots = default_roots(args.source_root)
     server = build_server(catalog, roots, sql_timeout_s=args.sql_timeout)
     # stdout carries the protocol; anything for the human goes to stderr.
     print(

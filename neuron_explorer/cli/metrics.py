@@ -1,12 +1,15 @@
 """Export the analysis as Parquet tables for agents and notebooks (one file per metric family).
 
-Writes steps, breakdown, temporal, idle, kernels, kernel_types, ops, source_lines, launches, overlap and
-findings, plus fields.parquet (every field's table, type, unit and description) and
-summary.json. The directory is written atomically.
+Writes one Parquet file per table: steps, attribution, breakdown, temporal, idle, kernels,
+kernel_types, ops, source_lines, launches, overlap, neuron_operators, neuron_summary,
+neuron_engines, op_perf, op_categories, rank_steps, collectives, collective_sizes,
+memory_at_peak, memory_live, memory_replay, memory_fragmentation and findings (empty where the
+trace has no such data), plus fields.parquet (every field's table, type, unit and description) and summary.json.
+The directory is written atomically. Which table answers which question: docs/agents.md.
 
 Examples:
   neuron-explorer metrics trace.parquet -o metrics/
-  duckdb -c "select * from 'metrics/source_lines.parquet' order by host_ns desc limit 5"
+  python -c "import pandas as pd; print(pd.read_parquet('metrics/source_lines.parquet').head())"
 """
 
 from __future__ import annotations

@@ -94,42 +94,62 @@ def _signed(ns: float) -> str:
     return ("+" if ns >= 0 else "-") + _ms(abs(ns))
 
 
+def _printer() -> Any:
+    """``print`` for the text output: each line wrapped to the output's width (continuation
+    lines indented under it) with control characters from trace names escaped."""
+    import builtins
+    import textwrap
+
+    from neuron_explorer.reports.fit import printable, text_width
+
+    width = max(text_width(), 40)
+
+    def say(line: str = "") -> None:
+        text = printable(line)
+        lead = text[: len(text) - len(text.lstrip())]
+        for part in textwrap.wrap(text, width=width, subsequent_indent=lead + "    ") or [""]:
+            builtins.print(part)
+
+    return say
+
+
 def run(args: argparse.Namespace) -> int:
     s = summarize(Path(args.run), args.workers, args.dask, args.top)
     if args.format == "json":
         print(json.dumps(s, indent=2))
         return 0
-    print(f"{s['run']}: {s['ranks']} ranks, {s['matched_collectives']} of {s['collectives']} collectives matched "
+    say = _printer()  # every line below wrapped to the terminal, names made printable
+    say(f"{s['run']}: {s['ranks']} ranks, {s['matched_collectives']} of {s['collectives']} collectives matched "
           f"across ranks, {_ms(s['total_wait_ns'])} of waiting in them ({s['executor']})")  # fmt: skip
     c = s["culprit"]
     if c is None:
-        print("No rank delays the collectives beyond the culprit_rank thresholds.")
+        say("No rank delays the collectives beyond the culprit_rank thresholds.")
     else:
-        print(f"Rank {c['rank']} delays the collectives: last at {c['times_last']} of {c['instances']}, the others "
+        say(f"Rank {c['rank']} delays the collectives: last at {c['times_last']} of {c['instances']}, the others "
               f"wait {_ms(c['caused_wait_ns'])} for it ({c['wait_share_pct']:.0f}% of all waiting).")  # fmt: skip
         e = c["extra_ns"]
-        print(f"  before them, against the median rank: compute {_signed(e['compute'])}, copies "
+        say(f"  before them, against the median rank: compute {_signed(e['compute'])}, copies "
               f"{_signed(e['copy'])}, other (host work or idle) {_signed(e['other'])}")  # fmt: skip
         for ln in c["lines"]:
             where = f"{ln['file']}:{ln['line']} ({ln['op']})" if ln["file"] else str(ln["op"])
-            print(f"  {where}: +{_ms(ln['ns'])} of device time")
-    print("Wait caused per rank:")
+            say(f"  {where}: +{_ms(ln['ns'])} of device time")
+    say("Wait caused per rank:")
     for r in s["wait_by_rank"]:
-        print(f"  rank {r['rank']}: last at {r['times_last']} of {r['instances']}, {_ms(r['caused_wait_ns'])}")
-    print("Most skewed collectives:")
+        say(f"  rank {r['rank']}: last at {r['times_last']} of {r['instances']}, {_ms(r['caused_wait_ns'])}")
+    say("Most skewed collectives:")
     for r in s["most_skewed"]:
         bw = f", {r['busbw_gbps']:.1f} GB/s bus" if r["busbw_gbps"] is not None else ""
-        print(f"  {r['pg']} step {r['step']} #{r['seq']} {r['collective_name']}: skew {_ms(r['skew_ns'])}, "
+        say(f"  {r['pg']} step {r['step']} #{r['seq']} {r['collective_name']}: skew {_ms(r['skew_ns'])}, "
               f"last rank {r['last_rank']}, wait {_ms(r['wait_ns'])}{bw}")  # fmt: skip
-    print("Busiest ranks (mean per step):")
+    say("Busiest ranks (mean per step):")
     for r in s["per_rank"]:
-        print(f"  rank {r['rank']}: wall {_ms(r['wall_ns'])}, busy {_ms(r['busy_ns'])} "
+        say(f"  rank {r['rank']}: wall {_ms(r['wall_ns'])}, busy {_ms(r['busy_ns'])} "
               f"({r['busy_vs_median_pct']:+.0f}% vs median)")  # fmt: skip
     if s["bandwidth_by_size"]:
-        print("Bus bandwidth by message size (median, min-max over the collectives):")
+        say("Bus bandwidth by message size (median, min-max over the collectives):")
         for r in s["bandwidth_by_size"]:
             how = "/".join(x for x in (r["algorithm"], r["protocol"]) if x != "-") or "algorithm not named"
-            print(f"  {r['collective_name']} {format_bytes(r['size_bytes'])}-{format_bytes(2 * r['size_bytes'])} ({how}): "
+            say(f"  {r['collective_name']} {format_bytes(r['size_bytes'])}-{format_bytes(2 * r['size_bytes'])} ({how}): "
                   f"{r['count']} x, {r['busbw_median_gbps']:.1f} GB/s ({r['busbw_min_gbps']:.1f}-"
                   f"{r['busbw_max_gbps']:.1f})")  # fmt: skip
     return 0

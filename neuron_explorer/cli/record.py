@@ -83,6 +83,24 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _require_torch() -> None:
+    """``record`` captures with torch.profiler: without torch, one line saying how to install it
+    (a plain ``pip install -e .`` analyses traces but cannot capture)."""
+    import importlib.util
+
+    from neuron_explorer.trace.errors import CollectorError
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise CollectorError(
+            "record needs torch, which is not installed here: pip install 'neuron-explorer[capture]' "
+            "(or pip install -e '.[capture]' in a checkout); analysing a trace needs no torch"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from neuron_explorer.trace.errors import CollectorError
 
@@ -101,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         name = args.module.rsplit(".", 1)[-1]
     output = Path(args.output) if args.output else Path(f"{name}.parquet")
+    _require_torch()
     kwargs = _profile_kwargs(args)
     program = _load_program(args)  # alive until the trace is converted (see _run_program)
 

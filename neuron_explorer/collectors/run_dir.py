@@ -24,6 +24,7 @@ import pyarrow as pa
 from neuron_explorer.parallel import Executor
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import PARQUET_SUFFIXES, Trace, conform
+from neuron_explorer.trace.run_check import check_one_job
 
 JSON_SUFFIXES = (".json", ".json.gz")
 
@@ -99,7 +100,9 @@ def load_run(path: str | Path, progress: Any = None) -> Trace:
     tables = [conform(traces[i].events) for i in order]
     rank_metadata = {ranks[i]: traces[i].metadata for i in order}
     first = traces[order[0]]
-    return Trace(pa.concat_tables(tables), first.metadata, root, rank_metadata)
+    table = pa.concat_tables(tables)
+    check_one_job(table, rank_metadata, root)
+    return Trace(table, first.metadata, root, rank_metadata)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,16 @@ PRECISION_MARK = {"function": "def, function-level", "forward": "forward op's li
 #: The same, for when the words do not fit.
 PRECISION_SHORT = {"function": "def", "forward": "fwd"}
 FUNCTION_LEVEL_HINT = "function-level: def line only; `neuron-explorer record` captures exact lines"
+#: The same note for a trace ``record``/``profile()`` captured (telling it to use ``record`` is no help).
+RECORDED_FUNCTION_LEVEL_HINT = "function-level: def line only (the profiler recorded no call line for these events)"
+
+
+def function_level_hint(collector: str | None) -> str:
+    """The note under function-level lines: how to get exact lines, unless the trace was
+    captured by this tool already."""
+    return RECORDED_FUNCTION_LEVEL_HINT if collector == "torch_profiler" else FUNCTION_LEVEL_HINT
+
+
 _SITE_DIRS = ("site-packages/", "dist-packages/")
 
 

@@ -33,11 +33,17 @@ TABLES = (
     "launches",
     "overlap",
     "neuron_operators",
+    "neuron_summary",
+    "neuron_engines",
     "op_perf",
     "op_categories",
     "rank_steps",
     "collectives",
     "collective_sizes",
+    "memory_at_peak",
+    "memory_live",
+    "memory_replay",
+    "memory_fragmentation",
     "findings",
 )
 

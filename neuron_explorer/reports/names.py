@@ -25,6 +25,13 @@ def demangle(name: str) -> str:
     return str(node) if node is not None else name
 
 
+def display_kernel_name(name: str) -> str:
+    """A kernel name as text output shows it: demangled, without the parts every kernel repeats
+    (``void``, namespaces, anonymous namespaces); ``short_kernel_name`` cuts it further."""
+    text = demangle(name).removeprefix("void ").replace("(anonymous namespace)::", "")
+    return _QUALIFIER.sub("", text)
+
+
 def short_kernel_name(name: str, width: int = 60) -> str:
     """A kernel name in at most ``width`` characters for a chart label. Demangled, then the
     parts that repeat across kernels go first (``void``, namespaces, anonymous namespaces), then

@@ -7,9 +7,10 @@ from typing import IO, Any
 from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.perf.shapes import short_shapes
-from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, short, skipped_summary
-from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
-from neuron_explorer.reports.names import short_kernel_name
+from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, skipped_summary
+from neuron_explorer.reports.fit import Column, make_console, print_table, printable, prose_width, table_width
+from neuron_explorer.reports.location import Locations, function_level_hint
+from neuron_explorer.reports.names import display_kernel_name, short_kernel_name
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -24,20 +25,18 @@ def render(
 ) -> None:
     """The analysis as text ``width`` columns wide (the terminal's by default); ``verbose``
     lists every rule that did not apply with its reason instead of one summary line."""
-    from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
-    console = Console(file=out, width=width, highlight=False, soft_wrap=False)
+    console = make_console(out, width)
     where = Locations.for_analysis(a)
     function_level = False
     s = a.summary
-    console.print(f"[bold]{s['source'] or 'trace'}[/bold]")
+    console.print(f"[bold]{escape(printable(s['source'] or 'trace'))}[/bold]")
     console.print(
         f"{s['num_events']:,} events, wall {fmt_ns(s['wall_ns'])}, {s['num_steps']} step(s), ranks {s['ranks']}, "
         f"devices {', '.join(s['devices']) or 'cpu only'}"
     )
-    console.print(f"[bold]Verdict:[/bold] {s['verdict']}")
+    console.print(f"[bold]Verdict:[/bold] {escape(printable(s['verdict']))}")
     for w in s.get("profile_warnings") or []:
         console.print(f"[yellow]The profile itself warns:[/yellow] {escape(str(w))}")
     if any(d.get("metrics_only") for d in s.get("neuron") or []):
@@ -50,7 +49,7 @@ def render(
             f"cv {st['cv_pct']:.1f}%, warm-up {st['num_warmup']}, outliers {st['num_outliers']}"
         )
 
-    console.print(attribution_table(a))
+    print_attribution(console, a)
 
     findings = a.filter(min_severity)
     console.print(f"\n[bold]Findings ({len(findings)}, most costly first)[/bold]")
@@ -59,106 +58,98 @@ def render(
     for i, f in enumerate(findings, 1):
         cost = f" (costs ~{fmt_ns(f.cost_ns)} of {f.category})" if f.cost_ns and f.category else ""
         console.print(
-            f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{f.title}[/bold]{cost}  [dim]{f.rule_id}[/dim]"
+            f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{escape(printable(f.title))}[/bold]{cost}"
+            f"  [dim]{f.rule_id}[/dim]"
         )
-        console.print(f"   {f.message}")
+        console.print(f"   {escape(printable(f.message))}")
         if f.metrics:
-            console.print("   [dim]" + ", ".join(f"{k} {fmt_value(v)}" for k, v in f.metrics.items()) + "[/dim]")
+            console.print(
+                "   [dim]" + escape(", ".join(f"{k} {fmt_value(v)}" for k, v in f.metrics.items())) + "[/dim]"
+            )
+        if f.threshold:
+            console.print(
+                "   [dim]threshold: "
+                + escape(", ".join(f"{k} {fmt_value(v)}" for k, v in f.threshold.items()))
+                + "[/dim]"
+            )
         if f.source_lines:
             shown = f.source_lines[:3]
             function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in shown)
-            room = max(console.width - len("   Where: "), 20)
+            room = max(prose_width(console) - len("   Where: "), 20)
             for k, x in enumerate(shown):
                 lead = "   Where: " if k == 0 else "          "
                 console.print(lead + where.finding_line(x, room), overflow="ignore", crop=False)
-        console.print(f"   [green]Fix:[/green] {f.recommendation}")
+        console.print(f"   [green]Fix:[/green] {escape(printable(f.recommendation))}")
     console.print()
 
     if len(a.kernels):
-        t = Table(title=f"Top kernels (of {len(a.kernels)})", title_justify="left")
-        for col in ("kernel", "category", "count", "total", "mean", "%"):
-            t.add_column(col, justify="left" if col in ("kernel", "category") else "right")
-        for r in a.kernels.head(top).itertuples():
-            t.add_row(
-                short_kernel_name(r.name, 60),
-                r.category,
+        kernel_rows = [
+            [
+                display_kernel_name(str(r.name)),
+                str(r.category),
                 f"{r.count:,}",
                 fmt_ns(r.total_ns),
                 fmt_ns(r.mean_ns),
                 f"{r.pct:.1f}",
-            )
-        console.print(t)
+            ]
+            for r in a.kernels.head(top).itertuples()
+        ]
+        print_table(console, f"Top kernels (of {len(a.kernels)})", KERNEL_COLUMNS, kernel_rows, {0: short_kernel_name})
 
     if len(a.ops):
-        t = Table(title=f"Top ops (of {len(a.ops)})", title_justify="left")
-        for col in ("op", "count", "host total", "host self", "device", "kernels"):
-            t.add_column(col, justify="left" if col == "op" else "right")
-        for r in a.ops.head(top).itertuples():
-            t.add_row(
-                short(r.name, 50),
+        op_rows = [
+            [
+                str(r.name),
                 f"{r.count:,}",
                 fmt_ns(r.host_total_ns),
                 fmt_ns(r.host_self_ns),
                 fmt_ns(r.device_ns),
                 f"{r.kernel_count:,}",
-            )
-        console.print(t)
+            ]
+            for r in a.ops.head(top).itertuples()
+        ]
+        zero = {i for i, col in ((4, "device_ns"), (5, "kernel_count")) if not (a.ops[col].head(top) != 0).any()}
+        cols = [c for i, c in enumerate(OP_COLUMNS) if i not in zero]
+        op_rows = [[v for i, v in enumerate(r) if i not in zero] for r in op_rows]
+        print_table(console, f"Top ops (of {len(a.ops)})", cols, op_rows)
 
+    if len(a.neuron_engines):
+        from neuron_explorer.reports.neuron_text import render_engine_table
+
+        render_engine_table(console, a.neuron_engines)
     if len(a.neuron_operators):
-        t = Table(title="Operator Table: NeuronCore time by layer and HLO op", title_justify="left")
-        for col in ("layer", "HLO op", "instructions", "device", "%"):
-            t.add_column(col, justify="left" if col in ("layer", "HLO op") else "right")
-        for r in a.neuron_operators.head(top).itertuples():
-            t.add_row(
-                short(str(r.layer or "-"), 50),
-                short(str(r.hlo_name or "-"), 30),
+        neuron_rows = [
+            [
+                _text(r.layer, "(no layer)"),
+                _text(r.hlo_name, "(no HLO op)"),
                 f"{r.instructions:,}",
                 fmt_ns(r.device_ns),
                 f"{r.device_pct:.1f}",
-            )
-        console.print(t)
-    perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
-    if len(perf):
-        device = (a.perf_summary.get("device") or {}).get("name") or "unknown device"
-        t = Table(title=f"Op performance vs {device} (of {len(a.op_perf)} op groups)", title_justify="left")
-        for col in ("op", "shapes", "calls", "kernel time", "TFLOP/s", "TB/s", "bound", "% of roof"):
-            t.add_column(col, justify="left" if col in ("op", "shapes", "bound") else "right")
-        for r in perf.head(top).itertuples():
-            t.add_row(
-                short(r.name, 40),
-                short(short_shapes(r.shapes), 40),
-                f"{r.count:,}",
-                fmt_ns(r.kernel_time_us * 1e3),
-                f"{r.tflops_per_s:.3g}",
-                f"{r.tb_per_s:.3g}",
-                str(r.bound or "-"),
-                "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}",
-            )
-        console.print(t)
-        cats = ", ".join(
-            f"{c.category} {c.device_time_pct:.1f}% ({c.modelled_pct:.0f}% modelled)"
-            for c in a.op_categories.itertuples()
-        )
-        console.print(f"[dim]Device time by op category: {cats}[/dim]")
+            ]
+            for r in a.neuron_operators.head(top).itertuples()
+        ]
+        print_table(console, "Operator Table: NeuronCore time by layer and HLO op", NEURON_COLUMNS, neuron_rows)
+    _op_perf_table(console, a, top)
 
     if len(a.source_lines):
         function_level |= _source_lines_table(console, a, where, top)
 
     if function_level:
-        console.print(f"[dim]{FUNCTION_LEVEL_HINT}[/dim]")
+        console.print(f"[dim]{escape(function_level_hint(s.get('collector')))}[/dim]")
     if a.skipped:
         if verbose:
             console.print("[dim]Rules that did not apply:[/dim]")
             for rid, why in a.skipped:
-                console.print(f"[dim]  {rid}: {why}[/dim]")
+                console.print(f"[dim]  {escape(printable(rid))}: {escape(printable(why))}[/dim]")
         else:
-            console.print(f"[dim]{skipped_summary(a.skipped)}; --verbose lists them[/dim]")
+            console.print(f"[dim]{escape(skipped_summary(a.skipped))}; --verbose lists them[/dim]")
 
 
 def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -> bool:
     """The line-level profile; the line column gets what the numbers leave of the width, and
     columns that are zero on every row are left out. True when a shown line is function-level."""
     from rich.table import Table
+    from rich.text import Text
 
     rows = a.source_lines.head(top)
     numbers = [
@@ -173,33 +164,34 @@ def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -
     ]
     # rich's box: a bar and a space each side of every cell, and one closing bar
     used = sum(max(len(label), *(len(v) for v in vals)) for label, vals in numbers) + 3 * (len(numbers) + 1) + 1
-    room = max(console.width - used, 24)
+    room = max(table_width(console) - used, 24)
     precision = rows["src_precision"] if "src_precision" in rows else [None] * len(rows)
     labels = [
-        where.format(f, n, fn, p, room)
+        printable(where.format(f, n, fn, p, room))
         for f, n, fn, p in zip(rows["src_file"], rows["src_line"], rows["src_func"], precision)
     ]
     t = Table(title="Top source lines", title_justify="left")
     t.add_column("line", no_wrap=True, min_width=min(max(map(len, labels)), room), overflow="ignore")
+    # rich markup in a file name must print as written
     for label, _ in numbers:
         t.add_column(label, justify="right", no_wrap=True)
     for i, label in enumerate(labels):
-        t.add_row(label, *(vals[i] for _, vals in numbers))
+        t.add_row(Text(label), *(vals[i] for _, vals in numbers))
     console.print(t, crop=False)
     return any(where.is_function_level(f, n, p) for f, n, p in zip(rows["src_file"], rows["src_line"], precision))
 
 
-def attribution_table(a: Analysis) -> Any:
+def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
     """The step-time attribution per rank and device, summed over steps: each category's share."""
-    from rich.table import Table
-
     at = a.attribution
     present = [c for c in CATEGORY_NAMES if len(at) and at[f"{c}_ns"].sum() > 0]
     host_only = bool(len(at)) and bool((at["device"] < 0).all())
     labels = HOST_ONLY_SHORT if host_only else SHORT_LABELS
-    t = Table(title="Where step time went (each instant once, by priority; docs/rules.md)", title_justify="left")
-    for col in ("rank", "device", "wall", *(labels[c] for c in present)):
-        t.add_column(col, justify="left" if col == "device" else "right")
+    columns = [Column("rank"), Column("device", "text", short="dev"), Column("wall")]
+    for c in present:
+        label = labels[c]
+        columns.append(Column(label, short=TINY_LABELS.get(label), meaning=label))
+    rows: list[list[str]] = []
     if len(at):
         g = at.groupby(["rank", "device", "device_type"], as_index=False)[
             ["wall_ns", *(f"{c}_ns" for c in present)]
@@ -207,10 +199,18 @@ def attribution_table(a: Analysis) -> Any:
         for r in g.itertuples():
             wall = r.wall_ns or 1
             dev = f"{r.device_type}:{r.device}" if r.device >= 0 else "cpu (host only)"
-            t.add_row(
-                str(r.rank), dev, fmt_ns(r.wall_ns), *(f"{100 * getattr(r, f'{c}_ns') / wall:.1f}%" for c in present)
+            rows.append(
+                [str(r.rank), dev, fmt_ns(r.wall_ns), *(f"{100 * getattr(r, f'{c}_ns') / wall:.1f}%" for c in present)]
             )
-    return t
+    return columns, rows
+
+
+ATTRIBUTION_TITLE = "Where step time went (% of wall time; docs/rules.md)"
+
+
+def print_attribution(console: Any, a: Analysis) -> None:
+    columns, rows = attribution_rows(a)
+    print_table(console, ATTRIBUTION_TITLE, columns, rows)
 
 
 SHORT_LABELS = {
@@ -225,3 +225,126 @@ SHORT_LABELS = {
     "untraced": "untraced",
 }
 HOST_ONLY_SHORT = {**SHORT_LABELS, "compute": "ops"}
+#: The attribution headers when the full ones do not fit (a legend says what they mean).
+TINY_LABELS = {
+    "compute": "comp",
+    "comm": "comm",
+    "copy": "copy",
+    "host blocked": "blkd",
+    "dev wait": "dwait",
+    "data": "data",
+    "host launch": "launch",
+    "python": "py",
+    "untraced": "untr",
+    "ops": "ops",
+}
+KERNEL_COLUMNS = [
+    Column("kernel", "name"),
+    Column("category", "text", short="cat", drop=2),
+    Column("count", short="n", meaning="launches"),
+    Column("total"),
+    Column("mean", drop=1),
+    Column("% of device", short="%", meaning="% of device time"),
+]
+OP_COLUMNS = [
+    Column("op", "name"),
+    Column("count", short="n", meaning="calls"),
+    Column("host total", short="host", meaning="host time incl. children"),
+    Column("host self", short="self", meaning="host self time"),
+    Column("device", short="dev", meaning="device time of its kernels"),
+    Column("kernels", short="kern", meaning="kernel launches", drop=1),
+]
+NEURON_COLUMNS = [
+    Column("layer", "name"),
+    Column("HLO op", "shape"),
+    Column("instructions", short="instr"),
+    Column("device"),
+    Column("%"),
+]
+PERF_COLUMNS = [
+    Column("op", "name"),
+    Column("shapes", "shape"),  # what tells two rows of one op apart: kept, shortened
+    Column("calls", short="n", meaning="calls"),
+    Column("kernel time", short="time", meaning="kernel time"),
+    Column("TFLOP/s", short="TF/s", meaning="TFLOP/s"),
+    Column("TB/s"),
+    Column("bound", "text", short="by", meaning="bound by", drop=1),
+    Column("% of roof", short="%roof", meaning="% of the roofline peak"),
+]
+
+
+def rate(x: float) -> str:
+    """A TFLOP/s or TB/s figure without exponents: ``611``, ``0.328``, ``<0.001``."""
+    if x != x:
+        return "-"
+    if x == 0:
+        return "0"
+    if abs(x) < 0.001:
+        return "<0.001"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+#: Figures above this share of the device's peak are not physical: the peak (the device table
+#: entry, or a variant of the part) is wrong, not the kernel faster than its hardware.
+OVER_PEAK_PCT = 100.0
+OVER_PEAK_NOTE = (
+    "not possible on that device, so the device entry is wrong or this is a variant of it; give the right "
+    "peaks with --device-spec (docs/perf.md)"
+)
+
+
+def _op_perf_table(console: Any, a: Analysis, top: int) -> None:
+    """The roofline per op shape: only against a device (a host-only trace has no device peaks
+    and would show zeros), modelled ops first, figures over 100% of a peak flagged."""
+    from rich.markup import escape
+
+    perf = a.op_perf[a.op_perf["gflops"].notna()] if len(a.op_perf) else a.op_perf
+    if not len(perf):
+        return
+    device = (a.perf_summary.get("device") or {}).get("name")
+    if not device or a.perf_summary.get("time_source") != "device kernels":
+        console.print(
+            f"[dim]Op performance: no device roofline ({printable(a.perf_summary.get('device_source') or 'no device')}"
+            f"; times are {printable(a.perf_summary.get('time_source') or 'host')}); FLOPs and bytes per op shape are "
+            "in --format json (op_perf)[/dim]"
+        )
+        return
+    over = perf["pct_of_peak"] > OVER_PEAK_PCT
+    rows = []
+    for r, flagged in zip(perf.head(top).itertuples(), over.head(top)):
+        pct = "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}" + ("!" if flagged else "")
+        rows.append(
+            [
+                str(r.name),
+                short_shapes(r.shapes),
+                f"{r.count:,}",
+                fmt_ns(r.kernel_time_us * 1e3),
+                rate(r.tflops_per_s),
+                rate(r.tb_per_s),
+                str(r.bound or "-"),
+                pct,
+            ]
+        )
+    print_table(console, f"Op performance vs {printable(device)} (of {len(a.op_perf)} op groups)", PERF_COLUMNS, rows)
+    if over.any():
+        console.print(
+            f"[yellow]{int(over.sum())} op group(s) above 100% of the {escape(printable(device))} peak (marked !): "
+            f"{OVER_PEAK_NOTE}[/yellow]"
+        )
+    cats = ", ".join(
+        f"{c.category} {c.device_time_pct:.1f}% ({c.modelled_pct:.0f}% modelled)" for c in a.op_categories.itertuples()
+    )
+    console.print(f"[dim]Device time by op category: {cats}[/dim]")
+
+
+def _text(value: object, missing: str) -> str:
+    """A label cell: ``missing`` for None, NaN and empty strings (never "nan")."""
+    if (
+        value is None
+        or (isinstance(value, float) and value != value)
+        or str(value).strip().lower() in ("", "nan", "none")
+    ):
+        return missing
+    return str(value)

@@ -41,6 +41,10 @@ def load(path: str | Path, progress: Any = None) -> Trace:
     if not p.exists():
         raise TraceNotFoundError("no such file or directory", p)
     name = p.name.lower()
+    if p.is_file() and name.endswith((".ntff", ".neff", ".pb")):
+        from neuron_explorer.collectors.neuron import raw_capture_error
+
+        raise raw_capture_error(p)
     if p.is_file() and (name.endswith((".json", ".json.gz", ".gz")) or _looks_like_json(p)):
         from neuron_explorer.collectors.kineto_json import import_kineto_json
 
@@ -65,7 +69,12 @@ def load(path: str | Path, progress: Any = None) -> Trace:
 
 def _is_neuron(path: Path) -> bool:
     from neuron_explorer.collectors.neuron import is_neuron_profile
-    from neuron_explorer.collectors.neuron.legacy_json import is_device_json, is_system_json, load_json
+    from neuron_explorer.collectors.neuron.legacy_json import (
+        is_compiler_kernel_info,
+        is_device_json,
+        is_system_json,
+        load_json,
+    )
 
     if path.is_dir():
         return is_neuron_profile(path)
@@ -73,7 +82,8 @@ def _is_neuron(path: Path) -> bool:
         obj = load_json(path)
     except (NeuronExplorerError, RecursionError):  # (a probe: the Kineto error stands)
         return False
-    return is_device_json(obj) or is_system_json(obj)
+    # (a compiler kernel_info.json goes to the Neuron reader, which refuses it in one line)
+    return is_device_json(obj) or is_system_json(obj) or is_compiler_kernel_info(obj)
 
 
 def _import_neuron(path: Path) -> Trace:

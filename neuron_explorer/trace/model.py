@@ -95,6 +95,9 @@ class Trace:
             if len(rank_metadata) != len(parts):
                 raise TraceFormatError("two trace files in the directory claim the same rank", path)
             table = pa.concat_tables([t for t, _ in parts], promote_options="permissive")
+            from neuron_explorer.trace.run_check import check_one_job
+
+            check_one_job(table, rank_metadata, path)
             return cls(table, parts[0][1], path, rank_metadata)
         table, metadata = _read_file(path, columns)
         return cls(table, metadata, path)

@@ -17,6 +17,7 @@ from typing import Any
 
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 from mcp.types import CallToolResult, InitializeResult
 
 from tests.conftest import REPO
@@ -28,15 +29,19 @@ CALL_TIMEOUT_S = 120.0
 class McpServer:
     """``with McpServer("trace.json", "--source-root", d) as server: server.data("list_traces")``."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, cwd: str | None = None) -> None:
         self.args = ["-m", "neuron_explorer", "mcp", *map(str, args)]
+        self.cwd = cwd
         # The server's stderr (its log) needs a real file descriptor; closed in __exit__.
         self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         self.init: InitializeResult | None = None
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[ClientSession]:
-        params = StdioServerParameters(command=sys.executable, args=self.args, cwd=str(REPO))
+        # The server runs this checkout's code: `python -m` puts its working directory first on
+        # sys.path, so a server started elsewhere (`cwd`) gets the checkout on PYTHONPATH.
+        env = {**get_default_environment(), "PYTHONPATH": str(REPO)}
+        params = StdioServerParameters(command=sys.executable, args=self.args, cwd=self.cwd or str(REPO), env=env)
         async with (
             stdio_client(params, errlog=self.stderr) as (read, write),
             ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT_S) as session,
@@ -72,13 +77,17 @@ class McpServer:
     def call(self, tool: str, arguments: dict[str, Any] | None = None) -> CallToolResult:
         return self.portal.call(self.session.call_tool, tool, arguments or {})
 
-    def data(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """A successful call's answer, checked to be the same in its JSON text and structured form."""
+    def text(self, tool: str, arguments: dict[str, Any] | None = None) -> str:
+        """A successful call's answer as sent: one JSON text block, and no second (structured) copy."""
         result = self.call(tool, arguments)
         text = result.content[0].text if result.content else ""
         assert not result.is_error, f"{tool}({arguments}) failed: {text}\n{self.server_log()[-2000:]}"
-        assert json.loads(text) == result.structured_content
-        return result.structured_content or {}
+        assert len(result.content) == 1 and result.structured_content is None, "an answer is sent once"
+        return text
+
+    def data(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A successful call's answer, parsed."""
+        return json.loads(self.text(tool, arguments))
 
     def error(self, tool: str, arguments: dict[str, Any] | None = None) -> str:
         """A call that must fail as a tool error; its message."""

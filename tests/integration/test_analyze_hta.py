@@ -22,7 +22,6 @@ from neuron_explorer.analyzers.context import TraceFrames
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "kineto" / "hta"
-SHARED = ROOT.parent / "shared" / "fixtures" / "kineto" / "hta"
 
 
 def hta_python() -> Path | None:
@@ -47,7 +46,7 @@ pytestmark = [
     [
         DATA / "sampled_rank-0.json.gz",
         DATA / "alexnet_a100.json.gz",
-        SHARED / "df_index_resolver" / "df_index_resolver.json.gz",
+        DATA / "df_index_resolver.json.gz",
     ],
     ids=["sampled_rank-0", "alexnet", "df_index_resolver"],
 )

@@ -31,6 +31,7 @@ PROGRAMS = ("neuron-explorer ", "python ", "./scripts/", ".venv/bin/", "bash ", 
 #: Documented commands that do not run in the test, and why.
 NOT_RUN: dict[str, str] = {
     "./scripts/test": "runs this suite",
+    "./scripts/test --quick": "runs part of this suite",
     "pip install -e .": "changes the environment",
     'pip install -e ".[capture]"': "changes the environment",
     "pip install mcp": "changes the environment",

@@ -7,6 +7,7 @@ that holds a file, a symlink out of the root and a secret beside it, and a 1 s S
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ CPU_TRACE = KINETO / "local" / "cpu_mlp_step4.json"
 GPU, CPU = "qwen_h100", "cpu_mlp_step4"
 TOOLS = {
     "list_traces", "trace_summary", "findings", "top_kernels", "top_ops", "top_source_lines",
-    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf",
+    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf", "memory_at_peak",
 }  # fmt: skip
 
 
@@ -148,12 +149,14 @@ def test_source_context_of_a_traced_line_not_on_this_machine_still_gives_its_cos
 
 
 def test_schema_lists_the_events_columns_and_the_metrics_tables(server: McpServer) -> None:
-    answer = server.data("schema")
+    overview = server.data("schema")
+    events = server.data("schema", {"table": "events"})["tables"][0]
 
-    tables = {t["name"]: t for t in answer["tables"]}
+    tables = {t["name"]: t for t in overview["tables"]}
     assert {"events", "steps", "breakdown", "kernels", "ops", "source_lines", "findings"} <= set(tables)
-    assert [c["name"] for c in tables["events"]["columns"]][1:] == [c.name for c in COLUMNS]
-    assert {c["name"]: c["unit"] for c in tables["events"]["columns"]}["dur_ns"] == "ns"
+    assert tables["events"]["columns"][1:] == [c.name for c in COLUMNS]  # the overview: names only
+    assert [c["name"] for c in events["columns"]][1:] == [c.name for c in COLUMNS]
+    assert {c["name"]: c["unit"] for c in events["columns"]}["dur_ns"] == "ns"
     assert server.data("schema", {"table": "ops"})["tables"][0]["name"] == "ops"
 
 
@@ -183,7 +186,8 @@ def test_sql_joins_a_metrics_table_to_the_events(server: McpServer, gpu_analysis
 
 def test_sql_caps_rows_and_asks_for_an_aggregate(server: McpServer) -> None:
     # 2,800 events: a self-join makes millions of rows, of which only 5,001 are ever computed.
-    answer = server.data("sql", {"query": "SELECT a.*, b.name AS other FROM events a CROSS JOIN events b"})
+    query = "SELECT a.event_id, b.event_id AS other FROM events a CROSS JOIN events b"
+    answer = server.data("sql", {"query": query, "max_chars": 1_000_000})
 
     assert answer["row_count"] == 5000 and answer["truncated"] is True
     assert "aggregate" in answer["message"]
@@ -201,7 +205,8 @@ def test_sql_caps_rows_and_asks_for_an_aggregate(server: McpServer) -> None:
         ("top_ops", {"trace": GPU, "limit": 0}, "limit must be 1 or more"),
         ("findings", {"trace": GPU, "min_severity": "fatal"}, "min_severity must be one of"),
         ("source_context", {"file": "model.py"}, "line"),
-        ("source_context", {"trace": CPU, "file": "model.py", "line": 0}, "line must be 1 or more"),
+        ("source_context", {"trace": CPU, "file": "model.py", "line": 0}, "line must be between 1 and"),
+        ("source_context", {"trace": CPU, "file": "model.py", "line": 10**30}, "line must be between 1 and"),
         ("schema", {"table": "passwords"}, "no table 'passwords'"),
         ("sql", {"query": "SELEC 1"}, "does not parse"),
         ("sql", {"query": "SELECT * FROM nope"}, "nope"),
@@ -281,7 +286,13 @@ def test_a_source_root_that_is_not_a_directory_is_refused(tmp_path: Path) -> Non
     assert result.returncode == 3 and "--source-root is not a directory" in result.stderr
 
 
-def test_mcp_help_describes_the_tools() -> None:
+def test_mcp_help_lists_every_tool_the_server_serves(server: McpServer) -> None:
+    served = {t.name: t.title for t in server.run(server.session.list_tools).tools}
+
     result = run_cli("mcp", "--help", timeout=60)
 
-    assert result.returncode == 0 and "source_context" in result.stdout and "--sql-timeout" in result.stdout
+    assert result.returncode == 0 and "--sql-timeout" in result.stdout
+    listed = result.stdout.split("tools:", 1)[1]
+    for name, title in served.items():
+        assert re.search(rf"^  {name} +{re.escape(title)}$", listed, re.MULTILINE), name
+    assert {"op_perf", "diff"} <= set(served)

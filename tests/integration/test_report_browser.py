@@ -259,8 +259,10 @@ def test_small_cpu_report_renders_every_figure_offline(browser: Chromium, tmp_pa
     for fig in figures:
         assert fig["traces"] > 0 and fig["points"] > 0 and fig["marks"] > 0, fig
     drawn = {f["name"] for f in figures} | set(browser.evaluate(EMPTY_FIGURES_JS))
-    assert drawn == {"breakdown", "timeline", "kernels", "ops", "lines", "memory", "roofline", "op_categories"}
-    assert {"breakdown", "timeline", "ops", "memory"} <= {f["name"] for f in figures}
+    assert drawn == {
+        "breakdown", "timeline", "kernels", "ops", "lines", "memory", "memory_phases", "roofline", "op_categories"
+    }  # fmt: skip
+    assert {"breakdown", "timeline", "ops", "memory", "memory_phases"} <= {f["name"] for f in figures}
     assert seconds < 10
     shot = browser.screenshot(tmp_path / "small.png")
     assert shot.stat().st_size > 20_000
@@ -279,7 +281,7 @@ def test_largest_fixture_report_opens_fast_with_a_downsampled_timeline(
     # and it is interactive within the budget (3 s on a desktop; generous here for shared CI)
     assert_page_is_clean(browser)
     figures = {f["name"]: f for f in browser.evaluate(FIGURES_JS)}
-    assert set(figures) == {"breakdown", "timeline", "kernels", "ops", "memory", "op_categories"}
+    assert set(figures) == {"breakdown", "timeline", "kernels", "ops", "memory", "memory_phases", "op_categories"}
     for fig in figures.values():
         assert fig["points"] > 0 and fig["marks"] > 0, fig
     assert "downsampled" in browser.evaluate("document.getElementById('notes').textContent")

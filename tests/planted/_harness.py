@@ -62,8 +62,9 @@ def capture_native(module_name: str, out: Path, steps: int = 4) -> Path:
     return out
 
 
-if __name__ == "__main__":  # python -m tests.planted._harness NAME OUT.json|OUT.parquet
+if __name__ == "__main__":  # python -m tests.planted._harness NAME OUT.json|OUT.parquet [STEPS]
     import sys
 
     target = Path(sys.argv[2])
-    (capture_native if target.suffix == ".parquet" else capture)(sys.argv[1], target)
+    count = int(sys.argv[3]) if len(sys.argv) > 3 else 4
+    (capture_native if target.suffix == ".parquet" else capture)(sys.argv[1], target, count)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from neuron_explorer.agents.source import SourceAccess, SourceAccessError, roots_of_recorded_sources
-from neuron_explorer.trace.model import Trace, conform
+from neuron_explorer.agents.source import MAX_SOURCE_BYTES, SourceAccess, SourceAccessError, default_roots
 
 
 @pytest.fixture
@@ -84,7 +82,7 @@ def test_missing_files_binary_files_directories_and_lines_past_the_end_say_so(tr
         access.context("nope.py", 1)
     with pytest.raises(SourceAccessError, match="binary"):
         access.context("blob.bin", 1)
-    with pytest.raises(SourceAccessError, match="no file 'pkg'"):
+    with pytest.raises(SourceAccessError, match="'pkg' is not a regular file"):
         access.context("pkg", 1)
     with pytest.raises(SourceAccessError, match="has 30 lines"):
         access.context("model.py", 31)
@@ -97,10 +95,63 @@ def test_a_server_without_roots_shows_no_code_and_says_how_to_give_one() -> None
         SourceAccess([]).context("model.py", 1)
 
 
-def test_recorded_roots_are_the_directories_of_existing_absolute_source_files(tree: dict[str, Path]) -> None:
-    files = [str(tree["root"] / "pkg" / "layer.py"), "relative/file.py", "/no/such/dir/x.py", None]
-    events = conform(pa.table({"src_file": pa.array(files).dictionary_encode()}))
+def test_a_hard_link_inside_a_root_to_a_file_outside_it_is_refused(tree: dict[str, Path]) -> None:
+    os.link(tree["secret"], tree["root"] / "hard.py")
+    access = SourceAccess([tree["root"]])
 
-    roots = roots_of_recorded_sources([Trace(events)])
+    with pytest.raises(SourceAccessError, match="2 hard links") as err:
+        access.context("hard.py", 1)
+    assert "password" not in str(err.value)
+    with pytest.raises(SourceAccessError, match="hard links"):
+        access.read_lines(str(tree["root"] / "hard.py"))  # the path diff reads lines by
 
-    assert roots == [Path(os.path.realpath(tree["root"] / "pkg"))]
+
+@pytest.mark.parametrize("hidden", [".ssh/id_rsa", ".env", "pkg/.git/config"])
+def test_hidden_files_under_a_root_are_refused(tree: dict[str, Path], hidden: str) -> None:
+    path = tree["root"] / hidden
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("TOKEN=secret\n")
+
+    with pytest.raises(SourceAccessError, match="hidden") as err:
+        SourceAccess([tree["root"]]).context(hidden, 1)
+    assert "TOKEN" not in str(err.value)
+
+
+def test_a_hidden_directory_given_as_a_root_is_served_below_it(tree: dict[str, Path]) -> None:
+    site = tree["tmp"] / ".venv" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "lib.py").write_text("x = 1\n")
+
+    assert SourceAccess([site]).context("lib.py", 1, 0)["lines"][0]["text"] == "x = 1"
+
+
+@pytest.mark.parametrize("path", ["/proc/self/status", "/proc/self/environ", "/sys/kernel/hostname", "/dev/null"])
+def test_system_files_are_refused_even_under_a_root_of_slash(path: str) -> None:
+    with pytest.raises(SourceAccessError, match="refused"):
+        SourceAccess(["/"]).context(path, 1)
+
+
+def test_fifos_non_utf8_and_oversized_files_are_refused_without_blocking(tree: dict[str, Path]) -> None:
+    os.mkfifo(tree["root"] / "pipe.py")  # opening it for reading would block forever
+    (tree["root"] / "latin1.py").write_bytes("caf\xe9 = 1\n".encode("latin-1"))
+    with open(tree["root"] / "huge.py", "wb") as fh:
+        fh.truncate(MAX_SOURCE_BYTES + 1)  # sparse: no disk used
+    access = SourceAccess([tree["root"]])
+
+    with pytest.raises(SourceAccessError, match="not a regular file"):
+        access.context("pipe.py", 1)
+    with pytest.raises(SourceAccessError, match="not UTF-8"):
+        access.context("latin1.py", 1)
+    with pytest.raises(SourceAccessError, match="too large"):
+        access.context("huge.py", 1)
+
+
+def test_the_roots_are_the_users_or_else_the_current_directory_but_never_slash(
+    tree: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tree["root"])
+    assert default_roots([]) == [tree["root"]]
+    assert default_roots([str(tree["tmp"])]) == [tree["tmp"]]
+
+    monkeypatch.chdir("/")
+    assert default_roots([]) == []

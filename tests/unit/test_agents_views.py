@@ -124,6 +124,44 @@ def test_bad_arguments_name_the_choices(gpu: ServedTrace) -> None:
         views.step_breakdown(gpu, rank=7)
     with pytest.raises(views.ToolInputError, match="limit must be 1 or more"):
         views.top_ops(gpu, limit=0)
+    with pytest.raises(views.ToolInputError, match="offset must be 0 or more"):
+        views.top_kernels(gpu, offset=-1)
+
+
+@pytest.mark.parametrize(
+    ("tool", "trace"),
+    [
+        ("top_kernels", "vllm_cuda_graph_execution"),
+        ("top_ops", "vllm_cuda_graph_execution"),
+        ("op_perf", "vllm_cuda_graph_execution"),
+        ("top_source_lines", "example_cpu_small"),  # the vLLM trace has no user source lines
+    ],
+)
+def test_an_offset_pages_through_the_same_sorted_rows(catalog: TraceCatalog, tool: str, trace: str) -> None:
+    served = catalog.get(trace)
+    whole = getattr(views, tool)(served, limit=500)["rows"]
+    assert len(whole) >= 2
+
+    page = getattr(views, tool)(served, limit=1, offset=1)
+
+    assert page["offset"] == 1 and page["rows"] == whole[1:2]
+
+
+def test_a_table_with_no_rows_answers_empty_rows_not_an_error(catalog: TraceCatalog) -> None:
+    cpu = catalog.get("example_cpu_small")
+    assert not len(cpu.analysis().kernels)
+
+    answer = views.top_kernels(cpu)
+
+    assert answer["rows"] == [] and answer["total_rows"] == 0
+
+
+def test_an_offset_pages_findings_and_steps(gpu: ServedTrace) -> None:
+    whole = views.findings(gpu, limit=500)["findings"]
+    steps = views.step_breakdown(gpu, limit=500)
+
+    assert views.findings(gpu, limit=1, offset=1)["findings"] == whole[1:2]
+    assert views.step_breakdown(gpu, limit=1, offset=1)["steps"] == steps["steps"][1:2]
 
 
 def test_findings_keep_the_analyzers_order_and_filter_by_severity(gpu: ServedTrace) -> None:

@@ -24,9 +24,9 @@ import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
 from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES, HOST_ONLY_LABELS
 from tests._kineto_reference import read_json
-from tests.conftest import BUNDLED_TRACES, all_shared_traces
+from tests.conftest import BUNDLED_TRACES, SCALE_TRACE, all_shared_traces
 
-TRACES = sorted({*BUNDLED_TRACES, *all_shared_traces()}, key=lambda p: (p.name, str(p)))
+TRACES = sorted({*BUNDLED_TRACES, SCALE_TRACE, *all_shared_traces()}, key=lambda p: (p.name, str(p)))
 
 # -- the spec, written out independently of the analyzer ---------------------------------------
 COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast|sendrecv", re.I)

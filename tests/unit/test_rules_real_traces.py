@@ -1,9 +1,8 @@
 """Every rule on real traces recorded by others: it fires where the problem is in the data and
 stays quiet (or says what it needs) where it is not.
 
-Traces come from tests/data (copies with attribution) and, for the one too big to copy
-(df_index_resolver, 216k events), from the shared fixtures beside the checkout (its cases skip
-when it is absent). Where a real
+Traces come from tests/data (copies with attribution; df_index_resolver is the 216k-event
+scale fixture). Where a real
 trace shows a problem below the default threshold, the test lowers the threshold through the
 public ``thresholds`` override and checks both sides, which also proves overrides work.
 """
@@ -40,7 +39,7 @@ FILES = {
     "nccl": DATA / "hta/nccl_data.json.gz",
     "ns_res": DATA / "hta/ns_resolution_rank0.json.gz",
     "b200": DATA / "tracelens/b200_eager.json.gz",
-    "dfir": "kineto/hta/df_index_resolver/df_index_resolver.json.gz",  # in ../shared only
+    "dfir": DATA / "hta/df_index_resolver.json.gz",
 }
 
 
@@ -146,7 +145,8 @@ def test_rules_without_their_data_say_what_they_need():
 def test_every_rule_is_exercised_by_this_file_or_the_planted_suite():
     planted = {"dataloader_stall", "warmup_cost"}  # tests/integration/test_analyze_planted.py
     ranks = {"culprit_rank", "slow_collective", "rank_imbalance"}  # tests/unit/test_ranks.py
-    covered = {c[0] for c in CASES} | planted | ranks | {"stragglers"}
+    memory = {"memory_leak", "memory_fragmentation"}  # tests/unit/test_memory_live.py
+    covered = {c[0] for c in CASES} | planted | ranks | memory | {"stragglers"}
     mine = {r.id for r in all_rules().values() if r.family != "neuron"}  # neuron: tests/unit/test_neuron_rules.py
     assert mine <= covered, mine - covered
     assert len(mine) >= 15

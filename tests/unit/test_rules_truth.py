@@ -21,7 +21,7 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.analyzers.finding import SEVERITY_RANK
-from tests.conftest import BUNDLED_TRACES, KINETO, SHARED_FIXTURES
+from tests.conftest import BUNDLED_TRACES, KINETO, shared_fixture
 
 V100 = "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
 V100_NS = "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
@@ -30,12 +30,7 @@ B200 = "kineto/tracelens/b200/eager_trace.json.gz"
 
 def _path(rel: str) -> Path:
     local = KINETO / rel
-    if local.exists():
-        return local
-    shared = SHARED_FIXTURES / rel
-    if not shared.exists():
-        pytest.skip(f"shared fixture not available: {shared}")
-    return shared
+    return local if local.exists() else shared_fixture(rel)
 
 
 @cache

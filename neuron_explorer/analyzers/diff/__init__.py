@@ -18,15 +18,17 @@ import pandas as pd
 
 from neuron_explorer.analyzers.analysis import _jsonable, analyze, records
 from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.diff.comparable import Comparability, check, job_of
 from neuron_explorer.analyzers.diff.compare import attach_lines, compare_items, compare_lines, compare_metrics
 from neuron_explorer.analyzers.diff.lines import ReadLines
+from neuron_explorer.analyzers.diff.neuron import kernel_metric_row, neuron_diff, sentence
 from neuron_explorer.analyzers.diff.sides import FAMILY_KEYS, Side, build_side, warmup_steps
 from neuron_explorer.analyzers.diff.stats import MIN_STEPS
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``TraceDiff.to_dict`` produces (docs/diff.md).
-DIFF_SCHEMA_VERSION = "1.0.0"
+DIFF_SCHEMA_VERSION = "1.1.0"
 #: A change is "confident" when this share of bootstrap replicates agree on its sign.
 CONFIDENCE = 0.95
 #: Tables of items, in report order.
@@ -55,6 +57,15 @@ class TraceDiff:
     answer: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     confidence_level: float = CONFIDENCE
+    #: Two Neuron device profiles: kernel window, per-engine time, DMA bytes, Operator Table
+    #: (``diff.neuron``); None otherwise.
+    neuron: dict[str, pd.DataFrame] | None = None
+    comparability: Comparability = field(default_factory=Comparability)
+
+    @property
+    def comparable(self) -> bool:
+        """False when the runs are of different hardware or jobs (``comparability.blocking``)."""
+        return self.comparability.comparable
 
     @property
     def enough_steps(self) -> bool:
@@ -82,12 +93,16 @@ class TraceDiff:
             "schema_version": DIFF_SCHEMA_VERSION,
             "base": _jsonable(self.base),
             "new": _jsonable(self.new),
+            "comparable": self.comparable,
+            "not_comparable_because": list(self.comparability.blocking),
+            "warnings": list(self.comparability.warnings),
             "enough_steps": self.enough_steps,
             "confidence_level": self.confidence_level,
             "metrics": records(self.metrics),
             "answer": [_jsonable(a) for a in self.answer],
             "notes": list(self.notes),
             "tables": {name: records(t, max_rows) for name, t in self.tables.items()},
+            **({"neuron": {k: records(t, max_rows) for k, t in self.neuron.items()}} if self.neuron else {}),
         }
 
 
@@ -99,10 +114,12 @@ class GateCheck:
     delta_pct: float
     confidence: float
     failed: bool
+    excused: bool = False  # it would fail, but the runs are not comparable (and not forced)
 
     def describe(self) -> str:
         conf = "not enough steps" if math.isnan(self.confidence) else f"confidence {100 * self.confidence:.0f}%"
-        return f"{self.metric}: {self.delta_pct:+.1f}% of step time ({conf})"
+        of = "of the base kernel window" if self.metric == "kernel" else "of step time"
+        return f"{self.metric}: {self.delta_pct:+.1f}% {of} ({conf})"
 
 
 def diff_traces(
@@ -133,17 +150,50 @@ def diff_traces(
         t = compare_items(b.items[name], n.items[name], keys, b.num_samples, n.num_samples)
         tables[name] = attach_lines(t, name, b, n, read_lines) if name in ANSWER_FAMILIES else t.assign(line="")
         tables[name].insert(0, "label", _labels(tables[name], keys))
+    jobs = [job_of(f, a) for f, a in zip(frames, analyses)]
     d = TraceDiff(
-        base=_side_summary(b),
-        new=_side_summary(n),
+        base={**_side_summary(b), "job": jobs[0].to_dict()},
+        new={**_side_summary(n), "job": jobs[1].to_dict()},
+        comparability=check(*jobs),
         metrics=compare_metrics(b, n),
         tables=tables,
         answer=[],
         confidence_level=confidence,
     )
-    d.answer = _answer(d)
+    d.answer = _answer(d, b.collective_kernels | n.collective_kernels)
     d.notes = _notes(d, b, n)
+    d.neuron = neuron_diff(base.metadata, new.metadata)
+    if d.neuron is not None:
+        _add_kernel(d)
     return d
+
+
+def _add_kernel(d: TraceDiff) -> None:
+    """Device profiles: the kernel window joins the metrics (so the gate sees it) and leads the answer."""
+    assert d.neuron is not None
+    row = kernel_metric_row(d.neuron["summary"])
+    if row is not None:
+        d.metrics = pd.concat([d.metrics, pd.DataFrame([row])], ignore_index=True)
+    text = sentence(d.neuron["summary"])
+    if text and row is not None:
+        d.answer.insert(
+            0,
+            {
+                "family": "neuron",
+                "label": "kernel window",
+                "delta_ns": row["delta_ns"],
+                "base_count": 1.0,
+                "new_count": 1.0,
+                "status": "changed",
+                "confidence": None,
+                "line": "",
+                "text": text,
+            },
+        )
+    d.notes.append(
+        "Neuron device profiles: the span is mostly the fixed semaphore wait before the kernel; the `kernel` "
+        "metric compares the kernel windows (its % is of the base kernel) and the gate includes it"
+    )
 
 
 def _labels(table: pd.DataFrame, keys: list[str]) -> list[str]:
@@ -176,13 +226,16 @@ def _side_summary(side: Side) -> dict[str, Any]:
     }
 
 
-def _answer(d: TraceDiff, limit: int = 5) -> list[dict[str, Any]]:
+def _answer(d: TraceDiff, collective_kernels: frozenset[str] = frozenset(), limit: int = 5) -> list[dict[str, Any]]:
     """The biggest confident regressions of ops, kernels and collectives, each with the source
-    line it came from: "+30.8 ms per step: `cudaMemcpyAsync` 38 -> 802 calls, from model.py:88"."""
+    line it came from: "+30.8 ms per step: `cudaMemcpyAsync` 38 -> 802 calls, from model.py:88".
+    A collective's kernel is answered once, as the collective (by name and size)."""
     rows = []
     floor = MIN_ANSWER_PCT / 100 * d.base["step_mean_ns"]
     for family in ANSWER_FAMILIES:
         r = d.regressions(family)
+        if family == "kernels" and collective_kernels:
+            r = r[~r["name"].astype(str).isin(collective_kernels)]
         r = r[r["delta_ns"] >= floor].head(limit)
         rows += [dict(row, family=family) for row in r.to_dict(orient="records")]
     rows.sort(key=lambda r: -r["delta_ns"])
@@ -261,9 +314,11 @@ def gate_metrics(d: TraceDiff, wanted: list[str] | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def gate(d: TraceDiff, pct: float, metrics: list[str] | None = None) -> list[GateCheck]:
+def gate(d: TraceDiff, pct: float, metrics: list[str] | None = None, force: bool = False) -> list[GateCheck]:
     """Each selected metric: failed when it regressed by more than ``pct`` % of the base step
-    time and the regression is confident (with too few steps: on the point estimate alone)."""
+    time and the regression is confident (with too few steps: on the point estimate alone).
+    Runs that are not comparable (different devices or world size) fail nothing unless
+    ``force``: their difference is the hardware's or the job's, not the code's."""
     rows = d.metrics.set_index("metric")
     checks = []
     for name in gate_metrics(d, metrics):
@@ -271,5 +326,7 @@ def gate(d: TraceDiff, pct: float, metrics: list[str] | None = None) -> list[Gat
         conf = float(r["confidence"])
         delta = float(r["delta_pct"]) if not math.isnan(r["delta_pct"]) else 0.0
         sure = math.isnan(conf) or conf >= d.confidence_level
-        checks.append(GateCheck(name, delta, conf, bool(delta > pct and sure)))
+        over = bool(delta > pct and sure)
+        counts = force or d.comparable
+        checks.append(GateCheck(name, delta, conf, over and counts, over and not counts))
     return checks

@@ -66,6 +66,7 @@ class Side:
     has_steps: bool
     warmup_dropped: int
     categories: list[str] = field(default_factory=list)
+    collective_kernels: frozenset[str] = frozenset()  # kernel names that are collectives too
 
     @property
     def num_samples(self) -> int:
@@ -170,6 +171,9 @@ def build_side(trace: Trace, analysis: Any, frames: TraceFrames, skip_leading: i
         has_steps=bool((samples["step"] != WHOLE_TRACE_STEP).any()),
         warmup_dropped=skip_leading if len(kept) < len(steps) else 0,
         categories=[c[: -len("_ns")] for c in cats],
+        collective_kernels=frozenset(
+            str(x) for x in pd.unique(kernels.loc[kernels["kind"] == Kind.COLLECTIVE, "name"])
+        ),
     )
 
 

@@ -33,6 +33,12 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
     is the ``untraced`` part only (the other categories are billed by the rules that explain
     them: host_bound, sync_in_loop, dataloader_stall, ...). Evidence: the largest idle gaps."""
     dev = _need_device(ctx)
+    if set(ctx.frames.device_types) <= {"neuron"} and not len(ctx.frames.host):
+        # A Neuron device profile alone: its idle time is the fixed wait before the kernel, not
+        # untraced host time; neuron_fixed_wait and the other neuron rules judge it.
+        raise RuleSkipped(
+            "skipped: needs host events beside the device profile (neuron_fixed_wait judges a Neuron profile alone)"
+        )
     at = ctx.analysis.attribution
     at = at[at["device"] >= 0]
     wall = float(at["wall_ns"].sum())

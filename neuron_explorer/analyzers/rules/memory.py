@@ -1,4 +1,6 @@
-"""Memory rules: synchronous/pageable memcpy, small H2D copies, memory near capacity, churn."""
+"""Memory rules: synchronous/pageable memcpy, small H2D copies, memory near capacity, churn.
+
+Leaks and fragmentation, read from the live-set replay, are in ``memory_live.py``."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ import pandas as pd
 from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls
 from neuron_explorer.analyzers.context import ukey
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
+from neuron_explorer.analyzers.memory_live import activations_by_module, at_peak_view
+from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
+from neuron_explorer.analyzers.memory_live.phases import backward_windows
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -18,6 +24,7 @@ from neuron_explorer.analyzers.rules._evidence import (
     ranges,
     step_unit,
     top_source_lines,
+    user_mask,
 )
 from neuron_explorer.analyzers.rules._evidence import per_step as per_step_words
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
@@ -149,8 +156,13 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
 )
 def memory_capacity(ctx: RuleContext) -> list[Finding]:
     """Peak reserved or allocated memory above ``max_peak_pct`` of the device's capacity
-    (TensorBoard plugin threshold): one larger batch or fragmentation away from OOM."""
+    (TensorBoard plugin threshold): one larger batch or fragmentation away from OOM. The
+    evidence names the lines holding the most at the peak (the live-set replay), what the peak
+    is made of (activations, gradients, parameters and state, temporaries), and what
+    activation checkpointing of the module holding the most saved activations would free."""
     ms_ = ctx.analysis.memory_summary
+    if not ms_.get("has_memory_events"):
+        raise RuleSkipped(f"skipped: needs memory events: {NO_MEMORY_EVENTS}")
     devs = [d for d in ms_.get("devices", []) if d.get("device_type") != "cpu"]
     if not devs:
         raise RuleSkipped("skipped: needs device memory events (profile_memory=True on a device)")
@@ -160,6 +172,72 @@ def memory_capacity(ctx: RuleContext) -> list[Finding]:
     worst = max(with_cap, key=lambda d: d["peak_pct"])
     if worst["peak_pct"] < ctx.threshold("max_peak_pct"):
         return []
+    live = ctx.analysis.live_memory
+    rank, dt, device = int(worst["rank"]), str(worst["device_type"]), int(worst["device"])
+    lines: list[dict] = []
+    made_of = ""
+    ckpt = ""
+    fix_ckpt = (
+        "activation checkpointing (torch.utils.checkpoint.checkpoint(module, x, use_reentrant=False) around the "
+        "blocks holding the most saved activations)"
+    )
+    if live is not None and len(live.at_peak):
+        by_line = at_peak_view(live, "line")
+        by_line = by_line[(by_line["rank"] == rank) & (by_line["device_type"] == dt) & (by_line["device"] == device)]
+        by_line = by_line[by_line["src_file"].notna() & (by_line["src_line"] >= 0)]
+        user = by_line[user_mask(by_line["src_file"])] if len(by_line) else by_line
+        lines = [
+            {
+                "file": str(r.src_file),
+                "line": int(r.src_line),
+                "func": None if pd.isna(r.src_func) else str(r.src_func),
+                "value": int(r.live_bytes),
+                "unit": "bytes",
+                "count": int(r.blocks),
+            }
+            for r in (user if len(user) else by_line).head(3).itertuples()
+        ]
+        phases = at_peak_view(live, "phase")
+        phases = phases[(phases["rank"] == rank) & (phases["device_type"] == dt) & (phases["device"] == device)]
+        made_of = ", ".join(
+            f"{r.phase.replace('_', ' ')} {format_quantity(int(r.live_bytes), 'bytes')}"
+            for r in phases.head(4).itertuples()
+            if r.live_bytes > 0
+        )
+        mods = activations_by_module(live, rank, dt, device)
+        if len(mods):
+            top = mods.iloc[0]
+            ckpt = (
+                f" Checkpointing {top['module']} would free up to {format_quantity(int(top['live_bytes']), 'bytes')} "
+                f"at the peak (its activations saved for backward)"
+                + (
+                    f"; all {int(top['class_modules'])} {top['module_class']} modules hold "
+                    f"{format_quantity(int(top['class_bytes']), 'bytes')}"
+                    if top["class_modules"] > 1
+                    else ""
+                )
+                + "."
+            )
+            fix_ckpt = (
+                f"activation checkpointing of {top['module_class']}: in its parent's forward, "
+                f"x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)"
+            )
+    frag = ctx.analysis.memory_fragmentation
+    frag = (
+        frag[(frag["rank"] == rank) & (frag["device_type"] == dt) & (frag["device"] == device)] if len(frag) else frag
+    )
+    # the same pattern memory_fragmentation names (a gap alone is a cache being reused)
+    fragmented = any(fragmentation_pattern(r) for r in frag.itertuples())
+    if len(backward_windows(ctx.frames)):
+        fixes = [fix_ckpt, "autocast to bf16/fp16", "smaller micro-batches with gradient accumulation"]
+    else:  # no backward pass: nothing is saved for backward, no gradients to accumulate
+        fixes = [
+            "a smaller batch or sequence length",
+            "weights and activations in bf16/fp16 (model.to(torch.bfloat16) or torch.autocast)",
+            "torch.inference_mode() so no graph or saved tensors are kept",
+        ]
+    if fragmented and dt == "cuda":
+        fixes.append("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against the reserved-but-free gap")
     return [
         ctx.finding(
             title=f"Device {worst['device']} peaked at {worst['peak_pct']:.0f}% of its memory",
@@ -167,17 +245,17 @@ def memory_capacity(ctx: RuleContext) -> list[Finding]:
                 f"Peak reserved {format_quantity(worst['peak_reserved_bytes'], 'bytes')}, allocated "
                 f"{format_quantity(worst['peak_allocated_bytes'], 'bytes')} of "
                 f"{format_quantity(worst['capacity_bytes'], 'bytes')}."
+                + (f" Alive at the peak: {made_of}." if made_of else "")
+                + ckpt
             ),
             metrics={
                 "peak_pct": metric(worst["peak_pct"], "%"),
                 "peak_reserved_bytes": metric(worst["peak_reserved_bytes"], "bytes"),
                 "capacity_bytes": metric(worst["capacity_bytes"], "bytes"),
             },
-            source_lines=top_source_lines(ctx.analysis, "alloc_bytes"),
-            recommendation=(
-                "Lower peak memory: activation checkpointing, autocast to bf16/fp16, smaller micro-batches with "
-                "gradient accumulation, or expandable_segments:True against fragmentation."
-            ),
+            source_lines=lines or top_source_lines(ctx.analysis, "alloc_bytes"),
+            rank=rank,
+            recommendation="Lower peak memory: " + "; ".join(fixes) + ".",
         )
     ]
 
@@ -194,7 +272,7 @@ def alloc_churn(ctx: RuleContext) -> list[Finding]:
     ms_ = ctx.analysis.memory_summary
     devs = ms_.get("devices", [])
     if not devs:
-        raise RuleSkipped("skipped: needs memory events (profile with profile_memory=True)")
+        raise RuleSkipped(f"skipped: needs memory events: {NO_MEMORY_EVENTS}")
     bad = [
         d
         for d in devs

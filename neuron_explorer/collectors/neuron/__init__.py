@@ -25,6 +25,8 @@ from neuron_explorer.collectors.neuron.align import Alignment, align
 from neuron_explorer.collectors.neuron.events import empty_rows, profile_rows
 from neuron_explorer.collectors.neuron.frames import MAX_TIME_NS
 from neuron_explorer.collectors.neuron.legacy_json import (
+    KERNEL_INFO_MESSAGE,
+    is_compiler_kernel_info,
     is_device_json,
     is_system_json,
     load_json,
@@ -52,6 +54,27 @@ __all__ = [
 ]
 
 _RAW_SUFFIXES = (".ntff", ".neff", ".pb")
+
+
+def export_hint(name: str = "PROFILE.ntff") -> str:
+    """How to export a raw capture with AWS's tools (they alone read ``.ntff``/``.pb``)."""
+    stem = name[: -len(".ntff")] if name.endswith(".ntff") else "profile"
+    return (
+        f"export it first with AWS's tool: /opt/aws/neuron/bin/neuron-profile view -n MODEL.neff -s {name} "
+        f"--output-format json --output-file {stem}.json (or /opt/aws/neuron/bin/neuron-explorer view ... "
+        "--output-format parquet), then give neuron-explorer the export"
+    )
+
+
+def raw_capture_error(path: Path) -> TraceFormatError:
+    """The one-line refusal of a raw ``.ntff``/``.neff``/``.pb`` file."""
+    return TraceFormatError(
+        f"a raw Neuron capture ({path.suffix}), which only AWS's tools read: {export_hint(path.name)}", path
+    )
+
+
+class SeparateProfilesError(TraceFormatError):
+    """A directory of independent device profiles (a sweep), not one run of several cores."""
 
 
 def is_neuron_profile(path: str | Path) -> bool:
@@ -84,11 +107,16 @@ def find_device_profiles(root: str | Path) -> list[Path]:
     return sorted(found)
 
 
-def read_device_profile(path: str | Path) -> list[DeviceProfile]:
-    """Every device profile at ``path``, with a sibling ``system_profile.json`` attached."""
+def read_device_profile(path: str | Path, separate_ok: bool = True) -> list[DeviceProfile]:
+    """Every device profile at ``path``, with a sibling ``system_profile.json`` attached.
+
+    With ``separate_ok=False`` a directory of independent profiles (several files of the same
+    NeuronCore) raises ``SeparateProfilesError`` that points at ``neuron-explorer compare``."""
     path = Path(path)
     if not path.exists():
         raise TraceNotFoundError("no such file or directory", path)
+    if path.is_file() and path.suffix.lower() in _RAW_SUFFIXES:
+        raise raw_capture_error(path)
     profiles: list[DeviceProfile] = []
     system = None
     for item in find_device_profiles(path):
@@ -101,6 +129,8 @@ def read_device_profile(path: str | Path) -> list[DeviceProfile]:
                 system = read_system_json(item, obj)
             elif is_device_json(obj):
                 profiles.append(read_legacy_json(item, obj))
+            elif item == path and is_compiler_kernel_info(obj):
+                raise TraceFormatError(KERNEL_INFO_MESSAGE, item)
             elif item == path:
                 raise TraceFormatError("JSON, but neither a neuron-profile export nor a system profile", item)
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
@@ -109,12 +139,7 @@ def read_device_profile(path: str | Path) -> list[DeviceProfile]:
             raise TraceFormatError(f"unexpected content in the Neuron profile ({why})", item) from None
     if not profiles:
         raws = [p.name for p in path.rglob("*") if p.suffix in _RAW_SUFFIXES] if path.is_dir() else []
-        hint = (
-            f" (found raw capture files such as {raws[0]}: export them first with "
-            "`neuron-explorer view ... --output-format parquet`)"
-            if raws
-            else ""
-        )
+        hint = f" (found raw capture files such as {raws[0]}: {export_hint(raws[0])})" if raws else ""
         raise TraceFormatError(f"no Neuron device profile (Parquet export or neuron-profile JSON) here{hint}", path)
     if system is not None:
         import pandas as pd
@@ -124,8 +149,27 @@ def read_device_profile(path: str | Path) -> list[DeviceProfile]:
                 p.system = system
             else:
                 p.system = pd.concat([p.system, system], ignore_index=True)
+    if separate_ok is False:
+        refuse_separate_profiles(path, profiles)
     _distinct_devices(profiles)
     return profiles
+
+
+def separate_profiles(profiles: list[DeviceProfile]) -> bool:
+    """Several files that each describe the same NeuronCore: independent profiles (a sweep of
+    runs, as real output folders hold), not the cores of one run."""
+    files = {p.source for p in profiles}
+    return len(files) > 1 and len({p.device for p in profiles}) < len(profiles)
+
+
+def refuse_separate_profiles(path: Path, profiles: list[DeviceProfile]) -> None:
+    if separate_profiles(profiles):
+        cores = sorted({p.device for p in profiles})
+        raise SeparateProfilesError(
+            f"holds {len(profiles)} separate device profiles (of NeuronCore {', '.join(map(str, cores))}), not one "
+            f"run: compare them with `neuron-explorer compare {path}`, or give one file",
+            path,
+        )
 
 
 def _distinct_devices(profiles: list[DeviceProfile]) -> None:
@@ -177,9 +221,10 @@ def _within_time_range(raw: RawEvents, repairs: Repairs, path: Path) -> RawEvent
     return raw.filter(keep)
 
 
-def import_neuron_profile(path: str | Path) -> Trace:
-    """Import a Neuron device (and system) profile as a trace of its own."""
-    return build_device_trace(read_device_profile(path))
+def import_neuron_profile(path: str | Path, separate_ok: bool = False) -> Trace:
+    """Import a Neuron device (and system) profile as a trace of its own. A directory of
+    separate profiles (a sweep) is refused unless ``separate_ok`` (then numbered as cores)."""
+    return build_device_trace(read_device_profile(path, separate_ok=separate_ok))
 
 
 def join_device_profile(trace: Trace, path: str | Path, max_gap_ns: int | None = None) -> Trace:

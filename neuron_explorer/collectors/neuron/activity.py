@@ -22,6 +22,12 @@ from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_eng
 from neuron_explorer.trace.repairs import IGNORED
 
 WAIT_OPCODE = re.compile(r"SEMAPHORE|^WAIT|_WAIT$|^SEM_", re.I)
+#: Semaphore instructions that do work rather than wait: ``EVENT_SEMAPHORE_RANGE_CLEAR`` resets
+#: a range of semaphores (seen on real files, inside the kernel). Never a wait, even outside the
+#: active-time table. (SET/INC/DEC/RESET/SIGNAL are assumed to be the same kind.)
+WORK_OPCODE = re.compile(
+    r"SEMAPHORE_?RANGE_?CLEAR|_CLEAR$|_RESET$|_SET$|_INC(?:REMENT)?$|_DEC(?:REMENT)?$|SIGNAL", re.I
+)
 #: An instruction is a wait when less than this share of it lies inside its engine's active time.
 MIN_ACTIVE_SHARE = 0.5
 
@@ -70,7 +76,9 @@ def mark_waits(ins: pd.DataFrame, active: pd.DataFrame) -> tuple[np.ndarray, boo
     it is trusted only when at least half of the time of the instructions that are not
     semaphore waits by opcode lies inside it; otherwise waits are found by opcode alone.
     """
-    wait = ins["opcode"].astype(str).str.contains(WAIT_OPCODE, na=False).to_numpy()
+    opcode = ins["opcode"].astype(str)
+    work_op = opcode.str.contains(WORK_OPCODE, na=False).to_numpy()
+    wait = opcode.str.contains(WAIT_OPCODE, na=False).to_numpy() & ~work_op
     if not len(active) or not len(ins):
         return wait, True
     start = ins["start_ns"].to_numpy(np.int64)
@@ -89,5 +97,5 @@ def mark_waits(ins: pd.DataFrame, active: pd.DataFrame) -> tuple[np.ndarray, boo
     work = checked & ~wait
     if work.any() and inside[work].sum() < 0.5 * dur[work].sum():
         return wait, False
-    outside = checked & (dur > 0) & (inside < MIN_ACTIVE_SHARE * dur)
+    outside = checked & (dur > 0) & (inside < MIN_ACTIVE_SHARE * dur) & ~work_op
     return wait | outside, True

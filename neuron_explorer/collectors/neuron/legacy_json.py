@@ -122,7 +122,25 @@ def as_device_json(obj: Any) -> Any:
     return obj
 
 
+#: Keys only a device-profile export has (a compiler ``kernel_info.json`` has ``summary`` too).
+_EVENT_KEYS = ("instruction", "dma", "active_time", "metadata", "profile_info")
+
+
+def is_compiler_kernel_info(obj: Any) -> bool:
+    """A compiler ``kernel_info.json`` (``{"kernels": ..., "summary": ...}``), found beside real
+    profiles: not a profile, although it has a ``summary``."""
+    return isinstance(obj, dict) and "kernels" in obj and not any(k in obj for k in _EVENT_KEYS)
+
+
+KERNEL_INFO_MESSAGE = (
+    "a compiler kernel_info.json (keys 'kernels' and 'summary'), not a device profile: "
+    "give a neuron-profile JSON or Parquet export instead"
+)
+
+
 def is_device_json(obj: Any) -> bool:
+    if is_compiler_kernel_info(obj):
+        return False
     obj = as_device_json(obj)
     return isinstance(obj, dict) and any(k in obj for k in DEVICE_KEYS)
 
@@ -154,7 +172,10 @@ def _first(obj: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
 
 def read_legacy_json(path: str | Path, obj: Any | None = None) -> DeviceProfile:
     path = Path(path)
-    obj = as_device_json(load_json(path) if obj is None else obj)
+    obj = load_json(path) if obj is None else obj
+    if is_compiler_kernel_info(obj):
+        raise TraceFormatError(KERNEL_INFO_MESSAGE, path)
+    obj = as_device_json(obj)
     if not is_device_json(obj):
         raise TraceFormatError(
             f"JSON, but not a neuron-profile export: none of the keys {', '.join(DEVICE_KEYS)}", path

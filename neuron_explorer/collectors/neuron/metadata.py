@@ -10,7 +10,13 @@ import pandas as pd
 
 from neuron_explorer import __version__
 from neuron_explorer.collectors.neuron.align import Alignment
-from neuron_explorer.collectors.neuron.model import ENGINES, DeviceProfile, derived_metrics, normalize_summary
+from neuron_explorer.collectors.neuron.model import (
+    ENGINES,
+    DeviceProfile,
+    derived_metrics,
+    engine_table,
+    normalize_summary,
+)
 
 
 def profile_metadata(
@@ -22,6 +28,21 @@ def profile_metadata(
         summary = normalize_summary(p.summary_raw, p)
         derived = derived_metrics(p)
         metrics = {**derived, **summary}
+        source = {k: ("summary" if k in summary else "derived") for k in metrics}
+        # The Summary's dma_transfer_* fields miss the packet groups without an aggregated row
+        # (AWS deprecates them: "they do not cover all DMA traffic, and they are 0 in many
+        # profiles"); where the events hold the DMA rows, their figures win. The Summary's own
+        # values stay beside, as summary_dma_transfer_*.
+        for key in _DMA_FROM_EVENTS:
+            if key in derived and key in summary:
+                metrics[f"summary_{key}"] = summary[key]
+                metrics[key] = derived[key]
+                source[key], source[f"summary_{key}"] = "derived", "summary"
+        sizes = [summary.get(k) for k in ("static_dma_size", "software_dynamic_dma_size", "hardware_dynamic_dma_size")]
+        if any(isinstance(v, (int, float)) for v in sizes):
+            metrics["dma_total_size"] = sum(v for v in sizes if isinstance(v, (int, float)))
+            source["dma_total_size"] = "summary"
+        metrics.update(kernel_utilization(metrics))
         per_device.append(
             {
                 "device": p.device,
@@ -30,7 +51,7 @@ def profile_metadata(
                 "profile_schema_version": p.schema_version,
                 "tables": p.tables,
                 "metrics": metrics,
-                "metric_source": {k: ("summary" if k in summary else "derived") for k in metrics},
+                "metric_source": {k: source.get(k, "derived") for k in metrics},
                 "summary_raw": p.summary_raw,
                 "metadata_raw": p.metadata_raw,
                 "dma_granularity": p.dma_granularity,
@@ -44,6 +65,7 @@ def profile_metadata(
                 "metrics_only": p.metrics_only,
                 "derived_metrics": derived,
                 "operators": operator_table(p),
+                "engines": engine_table(p, metrics.get("total_time_ns") or p.span_ns),
             }
         )
     first = profiles[0]
@@ -56,6 +78,29 @@ def profile_metadata(
         "metrics_only": all(p.metrics_only for p in profiles),
         "source": str(first.source),
     }
+
+
+#: DMA figures the events count better than the Summary (every packet group, aggregated or not).
+_DMA_FROM_EVENTS = ("dma_transfer_total_bytes", "dma_transfer_count", "dma_transfer_average_bytes")
+
+#: Run-level utilizations the Summary states over the whole span (``total_time``), rescaled to
+#: the kernel window: the FLOPs and bytes all fall inside it, so over the kernel each is the
+#: span figure times span / kernel time.
+_OVER_SPAN = ("mfu_estimated_pct", "hfu_estimated_pct", "mbu_estimated_pct")
+
+
+def kernel_utilization(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``mfu_kernel_pct``, ``hfu_kernel_pct``, ``mbu_kernel_pct`` over
+    the kernel window, from the Summary's span figures; empty without a kernel window."""
+    span, kernel = metrics.get("total_time_ns"), metrics.get("kernel_time_ns")
+    if not isinstance(span, (int, float)) or not isinstance(kernel, (int, float)) or kernel <= 0 or span <= 0:
+        return {}
+    out = {}
+    for key in _OVER_SPAN:
+        v = metrics.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[key.replace("_estimated_pct", "_kernel_pct")] = float(v) * span / kernel
+    return out
 
 
 def operator_table(profile: DeviceProfile, limit: int = 500) -> list[dict[str, Any]]:

@@ -56,6 +56,7 @@ def render(view: DiffView) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{html_text(view.title)}</h1>",
         f'<p class="headline">{html_text(view.headline)}</p>',
+        *(f'<p class="warning">warning: {html_text(w)} (compared anyway)</p>' for w in view.warnings),
     ]
     if view.gate:
         cls = "fail" if view.gate_failed else "ok"

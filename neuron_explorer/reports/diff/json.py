@@ -19,6 +19,7 @@ def to_document(d: TraceDiff, max_rows: int = 50, checks: list[GateCheck] | None
                     "delta_pct": c.delta_pct,
                     "confidence": None if c.confidence != c.confidence else c.confidence,
                     "failed": c.failed,
+                    "not_comparable": c.excused,
                 }
                 for c in checks
             ],

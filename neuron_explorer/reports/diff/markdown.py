@@ -11,6 +11,8 @@ def _cell(text: object) -> str:
 
 def render(view: DiffView) -> str:
     out = [f"## {_cell(view.title)}", "", f"**{_cell(view.headline)}**", ""]
+    if view.warnings:
+        out += [*(f"- warning: {_cell(w)} (compared anyway)" for w in view.warnings), ""]
     if view.gate:
         icon = "🔴 regression gate failed" if view.gate_failed else "🟢 regression gate passed"
         out += [f"**{icon}**", "", *(f"- `{_cell(g)}`" for g in view.gate), ""]

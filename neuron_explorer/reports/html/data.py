@@ -20,7 +20,7 @@ import pandas as pd
 from neuron_explorer import __version__
 from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
-from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
+from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.units import format_line_value, format_metric, format_quantity
@@ -99,20 +99,47 @@ COLLECTIVE_SIZE_COLUMNS = (
     ("busbw_max_gbps", "Bus GB/s (max)", "float"),
     ("xfer_ns", "Transfer time", "ns"),
 )
+#: The page's roofline table: the columns that answer "how far from the roof, and where"
+#: (category, dtypes, FLOPs and bytes per call stay in the JSON and the metrics export), so it
+#: fits the 1,350 px page; ``check`` flags figures over 100% of a peak.
 OP_PERF_COLUMNS = (
     ("name", "Op", "text"),
-    ("category", "Category", "text"),
     ("shapes", "Shapes", "text"),
-    ("dtypes", "Dtypes", "text"),
     ("count", "Calls", "int"),
     ("kernel_ns", "Kernel time", "ns"),
-    ("gflops", "GFLOP/call", "float"),
-    ("data_moved_mb", "MiB/call", "float"),
     ("tflops_per_s", "TFLOP/s", "float"),
     ("tb_per_s", "TB/s", "float"),
     ("bound", "Bound", "text"),
     ("pct_of_peak", "% of roof", "pct"),
+    ("check", "Check", "text"),
     ("location", "File:line", "text"),
+)
+#: Over this % of a peak a figure is not physical: the device entry is wrong or a variant.
+OVER_PEAK_PCT = 100.0
+
+NEURON_SUMMARY_COLUMNS = (
+    ("device", "NeuronCore", "int"),
+    ("total_time_ns", "Span", "ns"),
+    ("kernel_time_ns", "Kernel window", "ns"),
+    ("kernel_engines_active_pct", "Engines alone (kernel)", "pct"),
+    ("kernel_dma_active_pct", "DMA (kernel)", "pct"),
+    ("kernel_engines_dma_active_pct", "Engines plus DMA (kernel)", "pct"),
+    ("mfu_kernel_pct", "MFU (kernel)", "pct"),
+    ("mfu_estimated_pct", "MFU (span)", "pct"),
+    ("mbu_kernel_pct", "MBU (kernel)", "pct"),
+    ("dma_transfer_count", "DMA transfers", "int"),
+    ("dma_transfer_total_bytes", "DMA bytes", "bytes"),
+)
+NEURON_ENGINE_COLUMNS = (
+    ("device", "NeuronCore", "int"),
+    ("unit", "Engine / DMA queue", "text"),
+    ("type", "Type", "text"),
+    ("instructions", "Instructions", "int"),
+    ("waits", "Waits", "int"),
+    ("bytes", "Bytes", "bytes"),
+    ("active_ns", "Active", "ns"),
+    ("kernel_util_pct", "% of kernel", "pct"),
+    ("span_util_pct", "% of span", "pct"),
 )
 
 MEMORY_COLUMNS = (
@@ -139,7 +166,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     notes = [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
     notes += _notes(timeline, kernels, ops, lines)
     if len(line_rows) and (line_rows.get("src_precision") == "function").any():
-        notes.append(FUNCTION_LEVEL_HINT)
+        notes.append(function_level_hint(analysis.summary.get("collector")))
     if len(analysis.attribution) > figures.MAX_BARS:
         notes.append(
             f"The step-time breakdown has {len(analysis.attribution):,} bars, so it is drawn as a stacked area."
@@ -155,6 +182,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "ops": figures.ops_figure(analysis.ops),
             "lines": figures.lines_figure(line_rows),
             "memory": figures.memory_figure(analysis.memory),
+            "memory_phases": figures.memory_phase_figure(_phase_timeline(analysis), analysis.memory_at_peak),
             "roofline": perf_figures.roofline_figure(analysis.op_perf, analysis.perf_summary),
             "op_categories": perf_figures.categories_figure(analysis.op_categories),
         },
@@ -163,10 +191,14 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "ops": ops,
             "lines": lines,
             "memory": memory_table(analysis.memory_summary),
+            "memory_at_peak": table(memory_at_peak_rows(analysis), MEMORY_AT_PEAK_COLUMNS),
             "op_perf": table(op_perf_rows(analysis.op_perf), OP_PERF_COLUMNS),
             "ranks": table(rank_rows(analysis), RANK_COLUMNS),
             "collectives": table(skewed_collectives(analysis), COLLECTIVE_COLUMNS),
             "collective_sizes": table(analysis.collective_sizes, COLLECTIVE_SIZE_COLUMNS),
+            # Trainium: the kernel window and the per-engine table (empty elsewhere)
+            "neuron_summary": table(getattr(analysis, "neuron_summary", None), NEURON_SUMMARY_COLUMNS),
+            "neuron_engines": table(getattr(analysis, "neuron_engines", None), NEURON_ENGINE_COLUMNS),
         },
         "timeline": timeline,
         "strings": strings.values,
@@ -268,9 +300,16 @@ def op_perf_rows(op_perf: pd.DataFrame | None) -> pd.DataFrame | None:
     """The op_perf table with kernel time in ns (the page formats ns) and one File:line column."""
     if op_perf is None or not len(op_perf) or "kernel_time_us" not in op_perf:
         return None
+    # modelled rows first (their roofline is the point of the table), each group by time as before
+    op_perf = op_perf.assign(_modelled=op_perf["pct_of_peak"].notna()).sort_values(
+        "_modelled", ascending=False, kind="stable"
+    )
     line = op_perf["src_line"].fillna(-1).astype("int64")
     location = [f"{f}:{n}" if n >= 0 and isinstance(f, str) else None for f, n in zip(op_perf["src_file"], line)]
-    return op_perf.assign(kernel_ns=op_perf["kernel_time_us"] * 1e3, location=location)
+    over = op_perf["pct_of_peak"] > OVER_PEAK_PCT
+    check = ["over the device's peak: wrong device entry or a variant (--device-spec)" if o else None for o in over]
+    out = op_perf.drop(columns="_modelled").assign(kernel_ns=op_perf["kernel_time_us"] * 1e3, location=location)
+    return out.assign(check=check) if over.any() else out
 
 
 def rank_rows(analysis: Analysis) -> pd.DataFrame | None:
@@ -291,6 +330,48 @@ def skewed_collectives(analysis: Analysis) -> pd.DataFrame | None:
         return None
     matched = c[c["num_ranks"] >= 2]
     return matched.sort_values("skew_ns", ascending=False, kind="stable") if len(matched) else None
+
+
+MEMORY_AT_PEAK_COLUMNS = (
+    ("device", "Device", "text"),
+    ("location", "Line", "text"),
+    ("op", "Op", "text"),
+    ("src_module", "Module", "text"),
+    ("phase", "Phase", "text"),
+    ("live_bytes", "Alive at the peak", "bytes"),
+    ("blocks", "Blocks", "int"),
+    ("pct_of_peak", "% of the peak", "pct"),
+)
+
+
+def _phase_timeline(analysis: Analysis) -> pd.DataFrame | None:
+    from neuron_explorer.analyzers.memory_live.timeline import phase_timeline
+
+    live = analysis.live_memory
+    return phase_timeline(live.events, live.blocks) if live is not None and len(live.events) else None
+
+
+def memory_at_peak_rows(analysis: Analysis) -> pd.DataFrame | None:
+    """What is alive at the trace's peak of each device (``Analysis.memory_at_peak``), largest first."""
+    t = analysis.memory_at_peak
+    if t is None or not len(t):
+        return None
+    t = t[t["scope"] == "trace"].copy()
+    multi_rank = t["rank"].nunique() > 1
+    t["device"] = [
+        (f"rank {r} · " if multi_rank else "") + (f"{dt}:{d}" if d >= 0 else "host")
+        for r, dt, d in zip(t["rank"], t["device_type"], t["device"])
+    ]
+    t["location"] = [
+        f"{f}:{n}" + (f" ({fn})" if fn else "")
+        if f
+        else "(allocated before the trace)"
+        if ph == "before_trace"
+        else "-"
+        for f, n, fn, ph in zip(t["src_file"], t["src_line"], t["src_func"], t["phase"])
+    ]
+    t["phase"] = t["phase"].str.replace("_", " ")
+    return t.sort_values("live_bytes", ascending=False, kind="stable")
 
 
 def memory_table(summary: dict[str, Any] | None) -> dict[str, Any]:

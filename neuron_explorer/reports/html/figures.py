@@ -216,6 +216,85 @@ def memory_figure(memory: pd.DataFrame | None) -> dict[str, Any] | None:
     return {"data": data, "layout": layout}
 
 
+#: Fill colours of the memory phases (stacked timeline), in stacking order.
+PHASE_COLORS = {
+    "before_trace": "#9e9e9e",
+    "before_first_step": "#5c6bc0",
+    "optimizer_state": "#8e24aa",
+    "gradients": "#e53935",
+    "activations": "#fb8c00",
+    "retained": "#6d4c41",
+    "temporaries": "#43a047",
+}
+
+
+def memory_phase_figure(timeline: pd.DataFrame | None, peaks: pd.DataFrame | None) -> dict[str, Any] | None:
+    """Live memory by phase over time, stacked, for the device with the highest peak, with the
+    trace's peak marked (``analyzers.memory_live.timeline.phase_timeline``)."""
+    if timeline is None or not len(timeline):
+        return None
+    top = timeline.loc[timeline["allocated_bytes"].idxmax()]
+    dev = timeline[
+        (timeline["rank"] == top["rank"])
+        & (timeline["device_type"] == top["device_type"])
+        & (timeline["device"] == top["device"])
+    ]
+    unit, scale = _byte_unit(float(dev["allocated_bytes"].max()))
+    t0 = int(dev["start_ns"].min())
+    x_all = dev["start_ns"].to_numpy(np.int64) - t0
+    # the same points for every phase, chosen by the total, so the stack stays consistent
+    idx = downsample_idx(dev["allocated_bytes"].to_numpy(np.float64), MEMORY_POINTS)
+    x = (x_all[idx] / NS_PER_MS).round(4).tolist()
+    data = []
+    for phase, color in PHASE_COLORS.items():
+        col = f"{phase}_bytes"
+        if col not in dev or not (dev[col] > 0).any():
+            continue
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "stackgroup": "phases",
+                "line": {"shape": "hv", "width": 0.5, "color": color},
+                "name": phase.replace("_", " "),
+                "x": x,
+                "y": (dev[col].to_numpy(np.float64)[idx] / scale).round(3).tolist(),
+                "hovertemplate": f"%{{x:.3f}} ms: %{{y:.2f}} {unit}<extra>%{{fullData.name}}</extra>",
+            }
+        )
+    if not data:
+        return None
+    shapes, notes = [], []
+    if peaks is not None and len(peaks):
+        p = peaks[(peaks["scope"] == "trace") & (peaks["device_type"] == top["device_type"])]
+        p = p[(p["rank"] == top["rank"]) & (p["device"] == top["device"])]
+        if len(p):
+            px = (int(p["peak_ns"].iloc[0]) - t0) / NS_PER_MS
+            shapes.append({"type": "line", "x0": px, "x1": px, "yref": "paper", "y0": 0, "y1": 1,
+                           "line": {"dash": "dash", "width": 1}})  # fmt: skip
+            notes.append({"x": px, "yref": "paper", "y": 1, "text": "peak", "showarrow": False, "yanchor": "bottom"})
+    where = f"{top['device_type']}:{int(top['device'])}" if int(top["device"]) >= 0 else "host"
+    layout = {
+        "title": {"text": plotly_text(f"Live memory by phase, {where}")},
+        "xaxis": {"title": {"text": "time since the first memory event (ms)"}},
+        "yaxis": {"title": {"text": unit}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.25},
+        "shapes": shapes,
+        "annotations": notes,
+    }
+    return {"data": data, "layout": layout}
+
+
+def downsample_idx(y: np.ndarray, points: int) -> np.ndarray:
+    """Indices of at most ``points`` values: each equal-count bin's maximum, and the last."""
+    if len(y) <= points:
+        return np.arange(len(y))
+    bins = np.arange(len(y)) * points // len(y)
+    order = np.lexsort((-y, bins))
+    first = np.flatnonzero(np.r_[True, bins[order][1:] != bins[order][:-1]])
+    return np.unique(np.r_[order[first], len(y) - 1])
+
+
 def _byte_unit(peak: float) -> tuple[str, float]:
     for unit, scale in (("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10)):
         if peak >= scale:

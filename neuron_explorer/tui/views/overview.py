@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from neuron_explorer.reports.colors import part_color
+from neuron_explorer.trace.warmup import steady_durations
 from neuron_explorer.tui.format import fmt_ns, zero_based_bars
 from neuron_explorer.tui.snapshots import Overview
 
@@ -67,6 +68,7 @@ class OverviewPane(VerticalScroll):
         yield Static("analyzing…", id="overview-findings", classes="panel")
         yield Static("analyzing…", id="overview-breakdown", classes="panel")
         yield Static("", id="overview-ranks", classes="panel")
+        yield Static("", id="overview-memory", classes="panel")
         yield Static("", id="overview-devices", classes="panel")
 
     def on_mount(self) -> None:
@@ -78,6 +80,9 @@ class OverviewPane(VerticalScroll):
         ranks = self.query_one("#overview-ranks")
         ranks.border_title = "Ranks (the busiest first; last = times it arrived last at a collective)"
         ranks.display = False  # (shown for a run of two or more ranks, once analyzed)
+        memory = self.query_one("#overview-memory")
+        memory.border_title = "Memory at the peak (what is alive, and which line made it)"
+        memory.display = False  # (shown once analyzed, for a trace with memory events)
 
     def show_overview(self, ov: Overview) -> None:
         facts = Table.grid(padding=(0, 2))
@@ -98,8 +103,17 @@ class OverviewPane(VerticalScroll):
         durs = [s.dur_ns for s in ov.steps]
         label = self.query_one("#overview-steps-label", Static)
         if durs:
-            mean = sum(durs) / len(durs)
-            label.update(f"{len(durs)} steps · mean {fmt_ns(mean)} · min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}")
+            steady, warmup = steady_durations((st.rank, st.dur_ns) for st in ov.steps)
+            mean = sum(steady) / len(steady)
+            if warmup:  # the mean analyze reports: warm-up steps left out, the same rule
+                label.update(
+                    f"{len(durs)} steps ({warmup} warm-up) · steady mean {fmt_ns(mean)} · "
+                    f"min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}"
+                )
+            else:
+                label.update(
+                    f"{len(durs)} steps · mean {fmt_ns(mean)} · min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}"
+                )
             self.query_one("#overview-sparkline", StepBars).values = [float(d) for d in durs]
         else:
             label.update(Text("no ProfilerStep spans in this trace", style="dim"))
@@ -134,6 +148,11 @@ class OverviewPane(VerticalScroll):
         panel.display = ranks is not None
         if ranks is not None:
             panel.update(ranks)
+        memory = memory_renderable(analysis)
+        mem_panel = self.query_one("#overview-memory", Static)
+        mem_panel.display = memory is not None
+        if memory is not None:
+            mem_panel.update(memory)
         verdict = str(analysis.summary.get("verdict") or "")
         findings = analysis.findings[:TOP_FINDINGS]
         table = Table(box=None, header_style="bold", expand=True)
@@ -148,6 +167,9 @@ class OverviewPane(VerticalScroll):
             Text(f"The profile itself warns: {w}", style="yellow")
             for w in analysis.summary.get("profile_warnings") or []
         ]
+        engines = neuron_engines_renderable(analysis)
+        if engines is not None:
+            parts.append(engines)
         parts.append(table if findings else Text("no findings: no rule fired", style="green"))
         if len(analysis.findings) > TOP_FINDINGS:
             parts.append(Text(f"… {len(analysis.findings) - TOP_FINDINGS} more in Findings (2)", style="dim"))
@@ -158,11 +180,74 @@ class OverviewPane(VerticalScroll):
             self.query_one(wid, Static).update(Text(f"analysis unavailable: {message}", style="red"))
 
 
+def neuron_engines_renderable(analysis: Analysis) -> Table | None:
+    """Trainium: each engine and DMA queue, active over the kernel window and the span; None
+    for other traces."""
+    engines = getattr(analysis, "neuron_engines", None)
+    if engines is None or not len(engines):
+        return None
+    from neuron_explorer.analyzers.neuron_summary import fmt_pct
+
+    def pct(v: object) -> str:
+        return fmt_pct(float(v)) if isinstance(v, (int, float)) and v == v else "-"
+
+    table = Table(box=None, header_style="bold", title="NeuronCore engines and DMA queues", title_justify="left")
+    for name in ("Core", "Engine / queue", "Instructions", "Active", "% of kernel", "% of span"):
+        table.add_column(name, justify="left" if name == "Engine / queue" else "right")
+    for r in engines.to_dict(orient="records"):
+        n = r.get("instructions")
+        table.add_row(
+            str(r.get("device")),
+            ("DMA " if r.get("type") == "dma" else "") + str(r.get("unit")),
+            f"{int(n):,}" if isinstance(n, (int, float)) and n == n else "-",
+            fmt_ns(r.get("active_ns") or 0),
+            pct(r.get("kernel_util_pct")),
+            pct(r.get("span_util_pct")),
+        )
+    return table
+
+
 def _who(r: dict) -> str:
     """``rank 0 · cuda:0``, or ``rank 0 · host`` for a CPU-only trace (its device is -1)."""
     device = r.get("device")
     where = "host" if device is None or device < 0 else f"{r.get('device_type') or 'device'}:{device}"
     return f"rank {r.get('rank', 0)} · {where}"
+
+
+def memory_renderable(analysis: Analysis, top: int = 5) -> Group | None:
+    """The live set at the trace's peak of the device with the highest peak: its phases, then
+    the lines holding the most (``Analysis.memory_at_peak``); None without memory events."""
+    from neuron_explorer.analyzers.memory_live import at_peak_view
+    from neuron_explorer.trace.units import format_quantity
+
+    live = analysis.live_memory
+    if live is None or not len(live.at_peak):
+        return None
+    t = live.at_peak[live.at_peak["scope"] == "trace"]
+    head = t.loc[t["peak_allocated_bytes"].idxmax()]
+    who = {"rank": int(head["rank"]), "device_type": str(head["device_type"]), "device": int(head["device"])}
+
+    def mine(df: pd.DataFrame) -> pd.DataFrame:
+        m = (df["rank"] == who["rank"]) & (df["device_type"] == who["device_type"]) & (df["device"] == who["device"])
+        return df[m]
+
+    phases = mine(at_peak_view(live, "phase"))
+    lines = mine(at_peak_view(live, "line"))
+    lines = lines[lines["src_file"].notna()].head(top)
+    title = Text(
+        f"{_who(who)}: peak {format_quantity(int(head['peak_allocated_bytes']), 'bytes')} · "
+        + " · ".join(f"{r.phase.replace('_', ' ')} {r.pct_of_peak:.0f}%" for r in phases.head(4).itertuples()),
+        style="bold",
+    )
+    table = Table(box=None, header_style="bold", expand=True)
+    table.add_column("Line", ratio=1)
+    table.add_column("Alive", justify="right", width=10)
+    table.add_column("% of peak", justify="right", width=9)
+    for r in lines.itertuples():
+        table.add_row(
+            f"{r.src_file}:{r.src_line}", format_quantity(int(r.live_bytes), "bytes"), f"{r.pct_of_peak:.1f}%"
+        )
+    return Group(title, table) if len(lines) else Group(title)
 
 
 def ranks_renderable(analysis: Analysis, top: int = TOP_RANKS) -> Table | None:

@@ -92,6 +92,15 @@
         });
         art.appendChild(m);
       }
+      var limits = Object.keys(f.threshold);
+      if (limits.length) {
+        var t = el("div", { class: "metrics thresholds" });
+        t.appendChild(el("b", null, "thresholds: "));
+        t.appendChild(document.createTextNode(limits.map(function (n) {
+          return n.replace(/_/g, " ") + " " + f.threshold_text[n];
+        }).join(", ")));
+        art.appendChild(t);
+      }
       if (f.source_lines.length) {
         art.appendChild(el("p", null, "Source lines:"));
         var ul = el("ul");
@@ -418,6 +427,13 @@
   } else {
     document.getElementById("ranks").remove();
   }
+  if (DATA.tables.neuron_summary && DATA.tables.neuron_summary.shown_rows) {  // (a Neuron device profile only)
+    document.getElementById("neuron").hidden = false;
+    renderTable("neuron_summary");
+    renderTable("neuron_engines");
+  } else if (document.getElementById("neuron")) {
+    document.getElementById("neuron").remove();
+  }
   plot("kernels", F.kernels, "No device kernels in this trace (a host-only or empty profile).");
   renderTable("kernels");
   plot("ops", F.ops, "No framework ops in this trace.");
@@ -429,6 +445,8 @@
   renderTable("lines");
   plot("memory", F.memory, "No memory events in this trace: record with neuron-explorer record --memory (or profile_memory=True) to see a memory timeline.");
   renderTable("memory");
+  plot("memory_phases", F.memory_phases, "No allocations with addresses to replay: record with neuron-explorer record --memory (or profile_memory=True).");
+  renderTable("memory_at_peak");
   watchTheme();
   window.__neuronExplorerReport = { ready: true, renderMs: performance.now() - started, figures: rendered.length };
 })();

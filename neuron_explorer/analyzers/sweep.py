@@ -1,0 +1,220 @@
+"""``compare_traces(paths)``: one row per trace with its headline metrics (``neuron-explorer compare``).
+
+A directory of independent profiles (a sweep of matrix sizes, of batch sizes, of compiler
+options) is not one run of many cores: each file is its own run, so each becomes one row.
+Neuron device profiles give AWS's Summary fields and what we derive (span, kernel window,
+per-engine active time and instruction counts, HBM/SBUF/PSUM bytes, FLOPs, MFU/HFU/MBU over the
+span and the kernel, arithmetic intensity, DMA transfers and bytes, throttling); other traces
+(GPU, CPU) their span, steps and step-time attribution.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from neuron_explorer.trace.errors import NeuronExplorerError, TraceFormatError, TraceNotFoundError
+
+_TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".pt.trace.json", ".pt.trace.json.gz")
+#: Matrix sizes in a file name (``matmul_M128_K256_N1024.json``, ``mm-m128-n512``): an
+#: assumption about how sweeps are named, used only to add m/k/n columns when present.
+_SIZE = re.compile(r"(?:^|[_\-./])([MKN])[_=\-]?(\d+)(?=$|[_\-./x])", re.I)
+_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+#: Leading columns of a Neuron row; every other Summary field follows.
+NEURON_COLUMNS = (
+    "file",
+    "kind",
+    "m",
+    "k",
+    "n",
+    "pe_tiles",
+    "total_time_ns",
+    "kernel_time_ns",
+    "kernel_start_ns",
+    *(f"{e}_engine_active_time_ns" for e in _ENGINES),
+    *(f"{e}_engine_instruction_count" for e in _ENGINES),
+    *(f"kernel_{e}_engine_active_pct" for e in _ENGINES),
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "sbuf_read_bytes",
+    "sbuf_write_bytes",
+    "psum_read_bytes",
+    "psum_write_bytes",
+    "hardware_flops",
+    "mfu_estimated_pct",
+    "mfu_kernel_pct",
+    "hfu_estimated_pct",
+    "hfu_kernel_pct",
+    "mbu_estimated_pct",
+    "mbu_kernel_pct",
+    "mfu_max_achievable_estimated_pct",
+    "arithmetic_intensity",
+    "bound",
+    "dma_transfer_count",
+    "dma_packet_count",
+    "dma_transfer_total_bytes",
+    "static_dma_size",
+    "software_dynamic_dma_size",
+)
+TRACE_COLUMNS = ("file", "kind", "span_ns", "events", "num_steps", "step_p50_ns", "wall_ns", "verdict")
+#: What the text table shows (all columns go to CSV, Parquet and JSON).
+HEADLINE = (
+    "file",
+    "kind",
+    "m",
+    "k",
+    "n",
+    "pe_tiles",
+    "total_time_ns",
+    "kernel_time_ns",
+    "span_ns",
+    "step_p50_ns",
+    "mfu_kernel_pct",
+    "mbu_kernel_pct",
+    "dma_transfer_total_bytes",
+    "tensor_engine_active_time_ns",
+    "bound",
+)
+
+
+class CompareError(NeuronExplorerError):
+    """Nothing to compare, or a bad compare option."""
+
+
+def expand(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+    """The traces named: files as given; a directory that is itself a trace (a Parquet export
+    or a run directory) as one; any other directory by its trace files, sorted. Returns the
+    traces and one note per file skipped in a directory."""
+    from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export
+
+    out: list[Path] = []
+    notes: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise TraceNotFoundError("no such file or directory", p)
+        if p.is_file() or is_parquet_export(p) or _is_run_dir(p):
+            out.append(p)
+            continue
+        found = []
+        for f in sorted(p.rglob("*")):
+            if (f.is_dir() and is_parquet_export(f)) or (
+                f.is_file()
+                and f.name.lower().endswith(_TRACE_SUFFIXES)
+                and not any(is_parquet_export(a) for a in f.parents)
+            ):
+                found.append(f)
+            elif f.is_file() and f.suffix.lower() in (".ntff", ".neff", ".pb"):
+                notes.append(f"{f}: a raw Neuron capture, skipped (export it first with AWS's tool)")
+        if not found:
+            raise CompareError(f"{p}: no trace or profile files in this directory")
+        out.extend(found)
+    return out, notes
+
+
+def _is_run_dir(p: Path) -> bool:
+    return p.is_dir() and any(c.name.startswith("rank=") for c in p.iterdir())
+
+
+def sizes_from_name(name: str) -> dict[str, int]:
+    return {m.group(1).lower(): int(m.group(2)) for m in _SIZE.finditer(Path(name).name)}
+
+
+def _load(path: Path) -> Any:
+    """(kind, trace) of one input: a Neuron device profile, or any other trace."""
+    from neuron_explorer.collectors.neuron import import_neuron_profile
+    from neuron_explorer.collectors.neuron.legacy_json import is_compiler_kernel_info, is_device_json, load_json
+    from neuron_explorer.trace import load
+
+    if path.is_file() and path.name.lower().endswith((".json", ".json.gz")):
+        obj = load_json(path)
+        if is_compiler_kernel_info(obj) or is_device_json(obj):
+            return import_neuron_profile(path)
+    return load(path)
+
+
+def trace_row(path: Path, trace: Any) -> dict[str, Any]:
+    """The row of one trace."""
+    from neuron_explorer.analyzers.neuron_summary import summary_table
+
+    meta = trace.metadata or {}
+    if (meta.get("neuron") or {}).get("devices"):
+        rows = summary_table(meta).to_dict(orient="records")
+        row: dict[str, Any] = {"file": str(path), "kind": "neuron", **sizes_from_name(str(path))}
+        if all(k in row for k in ("m", "k", "n")):
+            # Tensor-engine tiles of the matmul: the contraction (k) and the stationary free size
+            # (m) in 128s, the moving free size (n) in 512s (nki.isa.nc_matmul's limits): latency
+            # steps where a size crosses one of these boundaries.
+            row["pe_tiles"] = -(-row["m"] // 128) * -(-row["k"] // 128) * -(-row["n"] // 512)
+        first = rows[0]
+        row.update({k: v for k, v in first.items() if k not in ("device", "source")})
+        if len(rows) > 1:
+            row["neuron_cores"] = len(rows)
+        return row
+    from neuron_explorer.analyzers import analyze
+    from neuron_explorer.trace.summary import describe
+
+    a = analyze(trace, rules=[])
+    s = a.summary
+    return {
+        "file": str(path),
+        "kind": ",".join(s.get("device_types") or ["cpu"]),
+        "span_ns": describe(trace).get("span_ns"),
+        "events": int(trace.num_events),
+        "num_steps": s.get("num_steps"),
+        "step_p50_ns": s.get("step_p50_ns"),
+        "wall_ns": s.get("wall_ns"),
+        **{k: v for k, v in s.items() if k.endswith("_pct")},
+        "verdict": s.get("verdict"),
+    }
+
+
+def compare_traces(
+    paths: Iterable[str | Path], on_skip: Callable[[str], None] | None = None, strict: bool = False
+) -> pd.DataFrame:
+    """One row per trace at ``paths`` (see ``expand``), in the order found. A file in a
+    directory that is not a trace (a compiler ``kernel_info.json``, a corrupt file) is left
+    out with one line to ``on_skip``; a file named on its own that is not one raises."""
+    paths = list(paths)
+    items, notes = expand(paths)
+    named = {Path(p) for p in paths}
+    for n in notes:
+        if on_skip:
+            on_skip(n)
+    rows = []
+    for item in items:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                trace = _load(item)
+                rows.append(trace_row(item, trace))
+        except (TraceFormatError, TraceNotFoundError) as exc:
+            if strict or item in named:
+                raise
+            if on_skip:
+                on_skip(f"{item}: skipped ({exc.message if hasattr(exc, 'message') else exc})")
+    if not rows:
+        raise CompareError("none of the inputs is a trace or device profile")
+    df = pd.DataFrame(rows)
+    lead = [c for c in (*NEURON_COLUMNS, *TRACE_COLUMNS) if c in df]
+    return df[list(dict.fromkeys(lead)) + [c for c in df.columns if c not in lead]]
+
+
+def sort_rows(df: pd.DataFrame, keys: list[str] | None) -> pd.DataFrame:
+    """Sorted by ``keys`` (a leading ``-`` sorts that key descending); unknown keys raise."""
+    if not keys:
+        return df
+    cols, asc = [], []
+    for k in keys:
+        desc = k.startswith("-")
+        name = k.lstrip("-")
+        if name not in df.columns:
+            raise CompareError(f"--sort {name!r}: no such column (columns: {', '.join(map(str, df.columns))})")
+        cols.append(name)
+        asc.append(not desc)
+    return df.sort_values(cols, ascending=asc, kind="stable", na_position="last").reset_index(drop=True)

@@ -1,0 +1,43 @@
+"""The HTML report of a Neuron device profile shows the kernel window and the per-engine table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from neuron_explorer.collectors.neuron.synth.matmul import MatmulSpec, write_matmul_json
+from tests.conftest import KINETO
+from tests.integration.test_report_browser import Chromium, assert_page_is_clean, find_chromium, write_report
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium found: install it (Debian: apt-get install -y chromium) or set $CHROMIUM")
+    chromium = Chromium(binary)
+    yield chromium
+    chromium.close()
+
+
+def test_neuron_report_shows_the_kernel_window_and_each_engine(browser: Chromium, tmp_path: Path) -> None:
+    # Given the report of one matmul profile written to the real conventions
+    doc = write_matmul_json(tmp_path / "mm.json", MatmulSpec(n=512))
+    browser.open(write_report(tmp_path / "mm.json", tmp_path / "mm.html"))
+    # Then the NeuronCore section shows one summary row and a row per engine and DMA queue
+    section = "document.getElementById('neuron')"
+    assert browser.evaluate(f"{section}.hidden") is False
+    assert browser.evaluate(f"{section}.querySelectorAll('[data-table=neuron_summary] tbody tr').length") == 1
+    queues = {r["subgroup"].rsplit("-Q", 1)[0] for r in doc["dma"]}
+    rows = f"{section}.querySelectorAll('[data-table=neuron_engines] tbody tr')"
+    assert browser.evaluate(f"{rows}.length") == 5 + len(queues)
+    cells = browser.evaluate(
+        f"[...{section}.querySelectorAll('[data-table=neuron_engines] tbody td')].map(t => t.textContent)"
+    )
+    assert {"Tensor", "Vector", "Scalar", "GpSimd", "Sync"} <= set(cells) and queues <= set(cells)
+    assert_page_is_clean(browser)
+    # And a GPU/CPU trace's report has no such section
+    browser.open(write_report(KINETO / "local" / "example_cpu_small.json", tmp_path / "cpu.html"))
+    assert browser.evaluate(f"{section} === null") is True
