@@ -84,6 +84,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from neuron_explorer.cli.signals import Terminated
     from neuron_explorer.trace.errors import CollectorError
 
     if args.module is not None:
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             code = _run_program(program)
     except SystemExit as exc:  # sys.exit() inside the program: its code, after the trace is written
         code = _exit_code(exc)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):  # a signal to this command, not the program's error
         raise
     except BaseException as exc:  # the program's own exception: shown as Python would, exit 1
         user_exc = exc

@@ -111,13 +111,10 @@ ASSEMBLY_DUCKDB_MEMORY = "128MB"
 
 def spool_events() -> int:
     """Event count above which the JSON importer builds out of core."""
-    value = os.environ.get("NEURON_EXPLORER_SPOOL_EVENTS", "").strip()
-    if value:
-        try:
-            return max(int(value), 0)
-        except ValueError:
-            pass
-    return SPOOL_EVENTS
+    from neuron_explorer import environment
+
+    value = environment.spool_events()
+    return SPOOL_EVENTS if value is None else value
 
 
 #: Spool directories are named ``SPOOL_PREFIX...`` and hold the owning process's id in ``OWNER_FILE``.
@@ -238,7 +235,9 @@ class Spool:
     def __init__(self, directory: str | Path | None = None) -> None:
         import duckdb  # (a declared dependency; only large imports pay for importing it)
 
-        parent = directory or os.environ.get("NEURON_EXPLORER_SPOOL_DIR") or None
+        from neuron_explorer import environment
+
+        parent = directory or environment.spool_dir()
         with _spool_errors(parent):
             remove_stale_spools(Path(parent or tempfile.gettempdir()))
             self.dir = Path(tempfile.mkdtemp(prefix=SPOOL_PREFIX, dir=parent))

@@ -25,7 +25,6 @@ it adds:
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import time
@@ -38,7 +37,7 @@ from typing import Any, Literal
 import torch
 import torch.profiler
 
-from neuron_explorer import __version__
+from neuron_explorer import __version__, environment
 from neuron_explorer.collectors._conversion import conversion_settings
 from neuron_explorer.collectors.capture_convert import convert_results
 from neuron_explorer.collectors.capture_output import distributed_info, run_metadata, trace_path
@@ -274,7 +273,7 @@ class profile(torch.profiler.profile):
             with conversion_settings():
                 trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle)
         except Exception as exc:
-            if os.environ.get("NEURON_EXPLORER_DEBUG"):
+            if environment.debug():
                 traceback.print_exc()
             self._error(f"cycle {cycle}: converting the profile failed: {type(exc).__name__}: {exc}")
             return
