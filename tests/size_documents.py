@@ -30,6 +30,8 @@ def _parts() -> tuple[bytes, bytes]:
 def document(shape: str, size: int) -> bytes:
     """The document ``shape`` padded to about ``size`` bytes (at least its unpadded size)."""
     meta, events = _parts()
+    if shape == "clean":  # (the reference: clean.json as these documents write its events)
+        return b"{" + meta + b', "traceEvents": ' + events + b"}"
     if shape == "key_in_values":
         # "traceEvents" as a string value, a nested key, a key nested in a list, before the list
         head = b'{"note": "traceEvents", "nested": {"traceEvents": [1, 2], "x": ["traceEvents"]}, '

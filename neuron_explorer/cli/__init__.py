@@ -191,7 +191,7 @@ def _hand_to_aws(command: str, argv: list[str]) -> int:
     if binary is None:
         _error(aws.not_installed_message(command))
         return EXIT_USAGE
-    if os.environ.get(aws.HANDED_OFF_ENV):
+    if environment.value(environment.HANDED_OFF):
         print(
             f"neuron-explorer: error: {binary} handed '{command}' back to this tool; it is not AWS's", file=sys.stderr
         )

@@ -259,11 +259,13 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _summarize(prof: Any, code: int) -> int:
+    from neuron_explorer.trace.paths import printable
+
     for timing in prof.timings:
         if timing.get("path"):
-            print(f"neuron-explorer: wrote {timing['path']} ({timing['events']} events)", file=sys.stderr)
+            print(f"neuron-explorer: wrote {printable(timing['path'])} ({timing['events']} events)", file=sys.stderr)
     for err in prof.errors:
-        print(f"neuron-explorer: error: {err}", file=sys.stderr)
+        print(f"neuron-explorer: error: {printable(err)}", file=sys.stderr)
     if not prof.paths and code == 0:
         if not prof.errors:
             print(

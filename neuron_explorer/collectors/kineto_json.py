@@ -40,6 +40,7 @@ from neuron_explorer.collectors.kineto_columns import (  # noqa: F401 (_parse_ts
     _Event,
     _MalformedEventsError,
     _parse_ts,
+    decode_events,
 )
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.parallel_decode import ChunkDecoder
@@ -67,7 +68,6 @@ CHUNK_BYTES = 4 << 20
 ProgressCallback = Callable[[int, int], None]
 
 
-_events_decoder = msgspec.json.Decoder(list[_Event])
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 #: Checks a chunk's JSON syntax without building its events (~5% of decoding them).
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
@@ -241,7 +241,7 @@ def _decode_whole_fast(data: bytes, path: Path) -> tuple[dict[str, Any], list[Ra
     if not stripped:
         raise TraceFormatError("the file is empty", path)
     if stripped[:1] == b"[":  # the Chrome "JSON array format": events only
-        return {}, [_columns(_events_decoder.decode(data))]
+        return {}, [_columns(decode_events(data))]
     if stripped[:1] != b"{":
         raise TraceFormatError("not JSON (does not start with '{' or '[')", path)
     top = _top_decoder.decode(data)
@@ -250,7 +250,7 @@ def _decode_whole_fast(data: bytes, path: Path) -> tuple[dict[str, Any], list[Ra
     raw = top.pop("traceEvents")
     if bytes(raw)[:1] != b"[":  # (the same words as a streamed file's)
         raise TraceFormatError(_NOT_A_LIST, path)
-    events = _events_decoder.decode(raw)
+    events = decode_events(raw)
     meta = {k: msgspec.json.decode(v) for k, v in top.items()}
     return meta, [_columns(events)]
 
@@ -388,17 +388,22 @@ def _decode_events(blob: bytes) -> tuple[list[_Event], dict[tuple[str, str], int
     first (``json_depth``): deep args are put back verbatim, events with another deep field
     are dropped (both counted)."""
     try:
-        return _events_decoder.decode(blob), {}
+        return decode_events(blob), {}
     except RecursionError:
         pass
     flat, stash = json_depth.shallow(blob, 2)
     try:
-        events = _events_decoder.decode(flat)
+        events = decode_events(flat)
     except RecursionError:
         raise msgspec.DecodeError(f"JSON nested deeper than {json_depth.DEPTH_LIMIT} levels outside args") from None
     issues: dict[tuple[str, str], int] = {}
     kept: list[_Event] = []
     for e in events:
+        if e.unknown:  # (a deep value of a non-standard field: back as it was)
+            for name, raw in e.unknown.items():
+                i = json_depth.placeholder_index(raw)
+                if i is not None:
+                    e.unknown[name] = stash[i]
         k = json_depth.placeholder_index(bytes(e.args))
         if k is not None:
             e.args = msgspec.Raw(stash[k])
