@@ -10,10 +10,17 @@ own error) still ends as an interruption, not as an error or a traceback.
 SIGINT and SIGTERM are handled even when the parent started the process with them ignored (a
 background job of a non-interactive shell ignores SIGINT): a signal sent to this command is
 meant for it. SIGHUP is left ignored under ``nohup``.
+
+Python runs a signal handler only between bytecodes: a long call in C (one regular-expression
+scan of a 100 MB string, a Parquet row group) delays it. A watchdog thread woken by the
+signal itself (``signal.set_wakeup_fd``) ends the process when the main thread has not done
+so ``GRACE_S`` seconds later: it removes the temporary outputs and spools this process has
+open (``trace.atomic``), prints the line and exits with the same status.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -22,6 +29,8 @@ from types import FrameType
 
 _HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _received: list[int] = []
+#: Seconds the main thread has to end after a signal before the watchdog ends the process.
+GRACE_S = 5.0
 
 
 class Terminated(BaseException):
@@ -65,8 +74,50 @@ def handled() -> Iterator[None]:
         if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
             continue
         saved[signum] = signal.signal(signum, _on_signal)
+    watchdog = _Watchdog()
     try:
         yield
     finally:
+        watchdog.stop()
         for signum, old in saved.items():
             signal.signal(signum, old)
+
+
+class _Watchdog:
+    """Ends the process ``GRACE_S`` after a signal the main thread has not acted on."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        try:
+            self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        except (ValueError, OSError):  # (not the main thread of the main interpreter)
+            self._previous = None
+            os.close(self._read)
+            os.close(self._write)
+            return
+        threading.Thread(target=self._watch, name="neuron-explorer-signal-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        try:
+            got = os.read(self._read, 1)  # (b"" once ``stop`` closes the write end)
+        except OSError:
+            got = b""
+        finally:
+            os.close(self._read)
+        if not got or self._done.wait(GRACE_S):
+            return
+        from neuron_explorer.trace.atomic import remove_temporaries
+
+        signum = received() or got[0]
+        remove_temporaries()
+        os.write(2, f"neuron-explorer: interrupted ({name(signum)})\n".encode())
+        os._exit(exit_code(signum))
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._previous is not None:
+            signal.set_wakeup_fd(self._previous)
+            self._previous = None
+            os.close(self._write)  # (the reader wakes with b"" and closes its end)

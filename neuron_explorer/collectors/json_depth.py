@@ -21,7 +21,8 @@ DEEP_ARGS = f"args nested deeper than {DEPTH_LIMIT} levels (typed fields not rea
 DEEP_FIELD = f"a field other than args nested deeper than {DEPTH_LIMIT} levels"
 DEEP_METADATA = f"top-level key nested deeper than {DEPTH_LIMIT} levels"
 
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+# (a string as "unrolled loop": runs of plain characters at C speed, not one alternation each)
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
 _SPACE = re.compile(rb"\s*")
 _MARK = "\x00neuron-explorer:deep:"
 _MARK_JSON = b'"\\u0000neuron-explorer:deep:'

@@ -285,7 +285,7 @@ def _decode_stream(
         # a nested key before the real list.
         key, bracket, earlier = _first_events_list(head)
         while key < 0 and len(head) < (256 << 20):  # metadata before the events can be long
-            more = fh.read(CHUNK_BYTES)
+            more = fh.read(max(CHUNK_BYTES, len(head)))  # (doubling: each rescan of the head pays for itself)
             if not more:
                 break
             head += more

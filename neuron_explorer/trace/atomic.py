@@ -175,6 +175,15 @@ def _remove(tmp: Path) -> None:
     _LIVE.discard(str(tmp))
 
 
+def register_temporary(path: str | Path) -> None:
+    """Count ``path`` (a spool, say) among the temporaries ``remove_temporaries`` removes."""
+    _LIVE.add(str(path))
+
+
+def forget_temporary(path: str | Path) -> None:
+    _LIVE.discard(str(path))
+
+
 def remove_temporaries() -> None:
     """Remove every temporary output this process has open (a signal is ending it)."""
     for name in list(_LIVE):

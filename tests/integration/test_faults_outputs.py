@@ -47,13 +47,27 @@ def _listing(d: Path) -> list[str]:
     return sorted(os.listdir(d))
 
 
+@pytest.fixture
+def null_device(tmp_path: Path) -> Path:
+    """A character device to write onto: as root, a node of its own made like /dev/null (so a
+    regression replaces that one, not the machine's); otherwise /dev/null itself (which a user
+    cannot replace)."""
+    if os.geteuid() != 0:
+        return Path("/dev/null")
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return node
+
+
 @pytest.mark.parametrize("command", sorted(FILE_WRITERS) + sorted(DIR_WRITERS))
-def test_an_output_onto_a_device_node_is_refused_and_the_device_stays(command: str, parquet: Path) -> None:
+def test_an_output_onto_a_device_node_is_refused_and_the_device_stays(
+    command: str, parquet: Path, null_device: Path
+) -> None:
     template = FILE_WRITERS.get(command) or DIR_WRITERS[command]
-    before = os.stat("/dev/null")
-    r = cli(*argv(template, "/dev/null", parquet))
-    one_error_line(r, "/dev/null", "is a character device", "refusing")
-    after = os.stat("/dev/null")
+    before = os.stat(null_device)
+    r = cli(*argv(template, null_device, parquet))
+    one_error_line(r, str(null_device), "is a character device", "refusing")
+    after = os.stat(null_device)
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
 
 
@@ -63,9 +77,13 @@ SAMPLE = ("analyze", "convert", "export")
 
 
 @pytest.mark.parametrize("command", ["analyze", "convert"])
-def test_an_output_onto_dev_full_is_one_line_not_a_traceback(command: str, parquet: Path) -> None:
-    one_error_line(cli(*argv(FILE_WRITERS[command], "/dev/full", parquet)), "/dev/full", "character device")
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+def test_an_output_onto_dev_full_is_one_line_not_a_traceback(command: str, parquet: Path, tmp_path: Path) -> None:
+    full = Path("/dev/full")
+    if os.geteuid() == 0:  # (a node of its own, as above)
+        full = tmp_path / "full"
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    one_error_line(cli(*argv(FILE_WRITERS[command], full, parquet)), str(full), "character device")
+    assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
 @pytest.mark.parametrize("command", SAMPLE)
