@@ -72,6 +72,15 @@ _known_fields_decoder = msgspec.json.Decoder(list[_KnownFieldsEvent])
 _members_decoder = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
 
 
+def _compact(raw: bytes) -> bytes:
+    """A field's JSON as ``extra``'s other fields are written (msgspec's compact form), so that
+    export and import give the same text back; as it was when it cannot be decoded."""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(raw))
+    except (msgspec.DecodeError, RecursionError, OverflowError, ValueError):
+        return raw
+
+
 def decode_events(blob: bytes) -> list[_Event]:
     """A JSON list of events; fields outside the standard ones are kept on each event
     (``unknown``) for the ``extra`` column. A file without such fields is decoded once; one
@@ -83,7 +92,7 @@ def decode_events(blob: bytes) -> list[_Event]:
             raise
     events = _events_decoder.decode(blob)
     for event, members in zip(events, _members_decoder.decode(blob)):
-        unknown = {k: bytes(v) for k, v in members.items() if k not in _KNOWN_FIELDS}
+        unknown = {k: _compact(bytes(v)) for k, v in members.items() if k not in _KNOWN_FIELDS}
         if unknown:
             event.unknown = unknown
     return events
