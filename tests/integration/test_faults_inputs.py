@@ -107,3 +107,13 @@ def test_every_neuron_explorer_variable_is_read_in_one_module() -> None:
         if path.name != "environment.py":
             assert not re.search(r"environ(?:\.get)?\(?\[?[\"']NEURON_EXPLORER_", text), path
     assert named <= set(environment.VARIABLES), named - set(environment.VARIABLES)
+
+
+def test_a_device_spec_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    one_error_line(
+        cli("analyze", str(SMALL_JSON), "--device-spec", str(fifo), timeout=60), str(fifo), "not a regular file"
+    )
