@@ -19,6 +19,7 @@ trace metadata and warned once (``trace.repairs``).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -508,13 +509,35 @@ def _array_end(buf: bytes) -> tuple[int, list[_Event], dict[tuple[str, str], int
 
 
 # ------------------------------------------------------------------------------- metadata
+#: The most JSON text of the file's top-level metadata kept in ``trace_metadata`` (the Parquet
+#: footer): pyarrow refuses to read a footer past ~100 MB, so a larger one would write a trace
+#: that cannot be opened. Members past it (in file order) are ignored, counted as a repair.
+METADATA_BYTES = 16 << 20
+BIG_METADATA = f"top-level key past {METADATA_BYTES >> 20} MB of metadata (not kept)"
+
+
 def _metadata(top: dict[str, Any], path: Path, repairs: Repairs) -> dict[str, Any]:
     return {
         "collector": "kineto_json",
         "source_file": os.path.abspath(path),
         **checks.trace_metadata(top, repairs),
-        "trace_metadata": top,
+        "trace_metadata": _bounded(top, repairs),
     }
+
+
+def _bounded(top: dict[str, Any], repairs: Repairs) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    used = 0
+    for key, value in top.items():
+        size = 0
+        with contextlib.suppress(TypeError, OverflowError, RecursionError):  # (kept, as before)
+            size = len(key) + len(msgspec.json.encode(value))
+        if used + size > METADATA_BYTES:
+            repairs.add(BIG_METADATA, IGNORED)
+            continue
+        used += size
+        kept[key] = value
+    return kept
 
 
 def _why(exc: BaseException) -> str:

@@ -104,3 +104,26 @@ def test_a_legacy_neuron_section_that_is_an_object_is_refused_in_one_line(tmp_pa
     out = tmp_path / "x.parquet"
     one_error_line(cli("convert", str(src), "-o", str(out)), str(src), "'instruction' should be a list of records")
     assert not out.exists()
+
+
+def test_metadata_too_large_for_a_parquet_footer_is_left_out_and_the_trace_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 100 MB metadata string made a trace whose footer pyarrow refuses to read ("Exceeded
+    size limit"): members past ``METADATA_BYTES`` are not kept (a repair), and the rest is."""
+    import warnings
+
+    import neuron_explorer as ne
+    from neuron_explorer.collectors import kineto_json
+
+    monkeypatch.setattr(kineto_json, "METADATA_BYTES", 4096)
+    src, out = tmp_path / "doc.json", tmp_path / "doc.parquet"
+    src.write_bytes(document("key_in_values", 20_000))  # (a 19.6 KB "pad" member)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ne.load(src).write(out)
+    assert any(kineto_json.BIG_METADATA in str(w.message) for w in caught)
+    trace = ne.Trace.read(out)
+    assert trace.num_events == 8
+    kept = trace.metadata["trace_metadata"]
+    assert "pad" not in kept and kept["distributedInfo"]["rank"] == 0 and kept["note"] == "traceEvents"
