@@ -63,8 +63,10 @@ def name(signum: int) -> str:
 
 
 @contextmanager
-def handled() -> Iterator[None]:
-    """Handle the signals (main thread only; elsewhere a no-op) while the block runs."""
+def handled(watchdog: bool = True) -> Iterator[None]:
+    """Handle the signals (main thread only; elsewhere a no-op) while the block runs; with the
+    watchdog thread unless ``watchdog`` is False (``record``: the user's program runs in this
+    process, and the profiler records every thread)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -74,11 +76,12 @@ def handled() -> Iterator[None]:
         if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
             continue
         saved[signum] = signal.signal(signum, _on_signal)
-    watchdog = _Watchdog()
+    guard = _Watchdog() if watchdog else None
     try:
         yield
     finally:
-        watchdog.stop()
+        if guard is not None:
+            guard.stop()
         for signum, old in saved.items():
             signal.signal(signum, old)
 
