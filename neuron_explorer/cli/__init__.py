@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        with signals.handled(watchdog=args.command != "record"):
+        with signals.handled(watchdog=args.command not in ("record", "demo")):  # (demo runs record)
             try:
                 environment.check_all()
                 code = int(args._run(args) or 0)
