@@ -17,9 +17,12 @@ import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
-from neuron_explorer import __version__
+from neuron_explorer import __version__, environment
+from neuron_explorer.cli import signals
 from neuron_explorer.cli.aws import aws_command
+from neuron_explorer.trace.atomic import remove_temporaries
 from neuron_explorer.trace.errors import NeuronExplorerError
+from neuron_explorer.trace.paths import printable
 
 #: Subcommand name -> (module implementing it, one-line summary), in ``--help`` order. The
 #: summary is the module docstring's first line (a test keeps them equal); it is repeated here
@@ -136,7 +139,12 @@ class _Version(argparse.Action):
 
 
 def _format_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> str:
-    return f"neuron-explorer: warning: {message}\n"
+    return f"neuron-explorer: warning: {printable(message)}\n"
+
+
+def _error(text: object) -> None:
+    """One line on stderr: file names and messages from outside cannot split or recolour it."""
+    print(f"neuron-explorer: error: {printable(text)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,14 +160,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args._run(args) or 0)
-    except NeuronExplorerError as exc:
-        print(f"neuron-explorer: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    except KeyboardInterrupt:
-        print("neuron-explorer: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
+        with signals.handled(watchdog=args.command not in ("record", "demo")):  # (demo runs record)
+            try:
+                environment.check_all()
+                code = int(args._run(args) or 0)
+            finally:
+                if signals.received() is not None:
+                    remove_temporaries()
+        if signals.received() is None:
+            return code
+        raise KeyboardInterrupt  # (the signal's exception was swallowed on the way: still an interruption)
+    except BaseException as exc:
+        signum = signals.received()
+        if signum is not None and not isinstance(exc, SystemExit):
+            remove_temporaries()
+            print(f"neuron-explorer: interrupted ({signals.name(signum)})", file=sys.stderr)
+            return signals.exit_code(signum)
+        if isinstance(exc, NeuronExplorerError):
+            _error(exc)
+            return EXIT_INPUT
+        if isinstance(exc, KeyboardInterrupt):  # (raised by hand, outside the handler)
+            print("neuron-explorer: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if not isinstance(exc, BrokenPipeError):
+            raise
+
         # `neuron-explorer info x | head`: not an error; silence the flush at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -172,9 +197,9 @@ def _hand_to_aws(command: str, argv: list[str]) -> int:
 
     binary = aws.installed_aws_cli()
     if binary is None:
-        print(f"neuron-explorer: error: {aws.not_installed_message(command)}", file=sys.stderr)
+        _error(aws.not_installed_message(command))
         return EXIT_USAGE
-    if os.environ.get(aws.HANDED_OFF_ENV):
+    if environment.value(environment.HANDED_OFF):
         print(
             f"neuron-explorer: error: {binary} handed '{command}' back to this tool; it is not AWS's", file=sys.stderr
         )

@@ -15,9 +15,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from neuron_explorer.analyzers import SEVERITIES, analyze
@@ -32,7 +30,9 @@ from neuron_explorer.cli._common import (
 )
 from neuron_explorer.cli.memory_check import check_fits
 from neuron_explorer.trace import Trace
+from neuron_explorer.trace.atomic import atomic_path, check_output
 from neuron_explorer.trace.errors import AnalysisError, TraceFormatError
+from neuron_explorer.trace.paths import printable
 
 EXIT_FINDINGS = 1
 
@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     _check_thresholds(overrides)
     rules = [r for r in args.rules.split(",") if r.strip()] if args.rules else None
     spec = device_spec_of(args)
+    if args.output:
+        check_output(args.output)  # (before the work, not after it)
     trace = load_for_analysis(args.trace, quiet=args.format != "text" and not args.output)
     a = analyze(trace, rules=rules, thresholds=overrides, device_spec=spec)
     if args.format == "json":
@@ -152,12 +154,6 @@ def load_for_analysis(path: str, quiet: bool = False) -> Trace:
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    print(f"wrote {printable(path)}", file=sys.stderr)

@@ -27,7 +27,9 @@ AWS_OPTIONS = frozenset({"--show-profile-schema"})
 
 
 def aws_cli_path() -> Path:
-    return Path(os.environ.get(AWS_CLI_ENV) or AWS_DEFAULT_PATH)
+    from neuron_explorer import environment
+
+    return Path(environment.aws_cli() or AWS_DEFAULT_PATH)
 
 
 def installed_aws_cli() -> Path | None:

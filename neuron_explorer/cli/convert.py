@@ -25,7 +25,9 @@ from typing import Any
 from neuron_explorer.cli._common import add_output_argument, progress_bar
 from neuron_explorer.collectors.kineto_json import import_kineto_json
 from neuron_explorer.trace import Trace
-from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
+from neuron_explorer.trace.atomic import check_output
+from neuron_explorer.trace.errors import TraceFormatError
+from neuron_explorer.trace.paths import printable, require_input
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +71,7 @@ def default_output(path: Path) -> Path:
 def import_input(src: Path, progress: Any = None) -> Trace:
     """A Kineto/Chrome JSON trace, or a Neuron profile: a legacy ``neuron-profile`` JSON or
     ``summary-json`` file, a Parquet export directory, or a directory of several."""
+    require_input(src)
     if src.is_file():
         try:
             return import_kineto_json(src, progress=progress)
@@ -76,8 +79,6 @@ def import_input(src: Path, progress: Any = None) -> Trace:
             from neuron_explorer.trace import load
 
             return load(src)  # a Neuron export, else the Kineto importer's error again
-    if not src.exists():
-        raise TraceNotFoundError("no such file or directory", src)
     from neuron_explorer.collectors.neuron import import_neuron_profile
 
     return import_neuron_profile(src)
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else default_output(src)
     if out.resolve() == src.resolve():
         raise TraceFormatError("the output would overwrite the input; pass -o", src)
+    check_output(out)
     t0 = time.perf_counter()
     with progress_bar(f"importing {src.name}", enabled=not args.quiet) as update:
         trace = import_input(src, progress=update)
@@ -107,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         dt = time.perf_counter() - t0
         rate = trace.num_events / dt if dt > 0 else 0
-        print(f"wrote {out} ({trace.num_events:,} events in {dt:.2f} s, {rate:,.0f} events/s)", file=sys.stderr)
+        print(
+            f"wrote {printable(out)} ({trace.num_events:,} events in {dt:.2f} s, {rate:,.0f} events/s)", file=sys.stderr
+        )
     return 0
 
 
@@ -119,6 +123,7 @@ def _convert_run(src: Path, args: argparse.Namespace) -> int:
     if args.device_profile:
         raise TraceFormatError("--device-profile joins one trace, not a run directory", src)
     out = Path(args.output) if args.output else src.with_name(src.name + "_parquet")
+    check_output(out, directory=True)
     t0 = time.perf_counter()
     with make_executor(workers=args.workers, dask=args.dask) as executor:
         results = convert_run(src, out, executor)
@@ -127,7 +132,7 @@ def _convert_run(src: Path, args: argparse.Namespace) -> int:
         dt = time.perf_counter() - t0
         events = sum(r["num_events"] for r in results)
         print(
-            f"wrote {out} ({len(results)} ranks, {events:,} events in {dt:.2f} s on {how}, "
+            f"wrote {printable(out)} ({len(results)} ranks, {events:,} events in {dt:.2f} s on {how}, "
             f"{60 * len(results) / dt if dt > 0 else 0:,.0f} ranks/min)",
             file=sys.stderr,
         )

@@ -38,8 +38,13 @@ def _step(title: str, argv: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from neuron_explorer.trace.atomic import OutputError, check_output, describe_os_error
+
+    out = check_output(args.output_dir, directory=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot make the directory ({describe_os_error(exc)})", out) from None
     trace = out / "trace.parquet"
     example = EXAMPLES / "train_mlp.py"
     if _has("torch") and _has("neuron_explorer.cli.record") and example.exists():

@@ -28,7 +28,7 @@ from neuron_explorer.analyzers.diff import CONFIDENCE, DiffError, GateCheck, Tra
 from neuron_explorer.cli._common import add_output_argument, open_trace
 from neuron_explorer.reports.fit import PIPE_WIDTH, text_width
 from neuron_explorer.trace import Trace
-from neuron_explorer.trace.atomic import atomic_path
+from neuron_explorer.trace.atomic import atomic_path, check_output
 
 EXIT_REGRESSION = 1
 #: Source files larger than this are not read for line matching (generated code, data).
@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0.5 <= args.confidence < 1:
         raise DiffError(f"--confidence {args.confidence}: expected a probability in [0.5, 1), e.g. 0.95")
     metrics = [m for item in args.metric for m in item.split(",") if m.strip()] or None
+    if args.output:
+        check_output(args.output)
     quiet = args.format != "text" or bool(args.output)
     base = load_for_diff(args.base, quiet=quiet)
     new = load_for_diff(args.new, quiet=quiet)

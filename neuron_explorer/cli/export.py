@@ -13,6 +13,8 @@ import sys
 
 from neuron_explorer.cli._common import add_output_argument, add_trace_argument, open_trace
 from neuron_explorer.reports.chrome_trace import write_chrome_trace
+from neuron_explorer.trace.atomic import check_output
+from neuron_explorer.trace.paths import printable
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +24,8 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.output)
     trace = open_trace(args.trace)
     path = write_chrome_trace(trace, args.output)
-    print(f"wrote {path} ({trace.num_events:,} events)", file=sys.stderr)
+    print(f"wrote {printable(path)} ({trace.num_events:,} events)", file=sys.stderr)
     return 0

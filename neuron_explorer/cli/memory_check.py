@@ -16,8 +16,6 @@ JSON traces are not estimated (their event count is only known once decoded).
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 
 from neuron_explorer.trace.errors import NeuronExplorerError
@@ -29,8 +27,6 @@ BYTES_PER_EVENT = 900
 BASE_BYTES = 200 << 20
 ENV = "NEURON_EXPLORER_MEMORY"
 
-_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
-
 
 class TooLargeError(NeuronExplorerError):
     """The trace would not fit in the memory this command may use."""
@@ -39,15 +35,11 @@ class TooLargeError(NeuronExplorerError):
 def budget_bytes() -> int | None:
     """The memory a command may use: ``NEURON_EXPLORER_MEMORY``, else the available memory;
     None when there is no limit to check against."""
-    value = os.environ.get(ENV, "").strip()
-    if value.lower() in ("off", "0", "none"):
-        return None
-    if value:
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?B?)", value.upper())
-        if not m:
-            raise NeuronExplorerError(f"{ENV}={value!r}: expected a size such as 8GB or 512MB, or off")
-        unit = m.group(2) if m.group(2).endswith("B") or not m.group(2) else m.group(2) + "B"
-        return int(float(m.group(1)) * _UNITS[unit])
+    from neuron_explorer import environment
+
+    value = environment.memory_budget()
+    if value != "unset":
+        return value  # type: ignore[return-value]
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:

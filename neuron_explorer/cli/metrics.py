@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 from neuron_explorer.analyzers import analyze
 from neuron_explorer.cli._common import (
@@ -26,7 +25,9 @@ from neuron_explorer.cli._common import (
     device_spec_of,
 )
 from neuron_explorer.cli.analyze import load_for_analysis
+from neuron_explorer.trace.atomic import check_output
 from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.trace.paths import printable
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +39,7 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from neuron_explorer.reports.metrics_parquet import write_metrics
 
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise AnalysisError("output exists and is not a directory", out)
+    out = check_output(args.output, directory=True)
     if out.is_dir() and any(out.iterdir()) and not (out / "fields.parquet").exists():
         raise AnalysisError(
             "output directory is not empty and is not a previous metrics export; refusing to replace it", out
@@ -49,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
     trace = load_for_analysis(args.trace)
     a = analyze(trace, device_spec=spec)
     write_metrics(a, out)
-    print(f"wrote {len(os.listdir(out))} files to {out}")
+    print(f"wrote {len(os.listdir(out))} files to {printable(out)}")
     return 0

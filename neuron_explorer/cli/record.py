@@ -102,6 +102,7 @@ def _require_torch() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from neuron_explorer.cli.signals import Terminated
     from neuron_explorer.trace.errors import CollectorError
 
     if args.module is not None:
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             code = _run_program(program)
     except SystemExit as exc:  # sys.exit() inside the program: its code, after the trace is written
         code = _exit_code(exc)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):  # a signal to this command, not the program's error
         raise
     except BaseException as exc:  # the program's own exception: shown as Python would, exit 1
         user_exc = exc
@@ -277,11 +278,13 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _summarize(prof: Any, code: int) -> int:
+    from neuron_explorer.trace.paths import printable
+
     for timing in prof.timings:
         if timing.get("path"):
-            print(f"neuron-explorer: wrote {timing['path']} ({timing['events']} events)", file=sys.stderr)
+            print(f"neuron-explorer: wrote {printable(timing['path'])} ({timing['events']} events)", file=sys.stderr)
     for err in prof.errors:
-        print(f"neuron-explorer: error: {err}", file=sys.stderr)
+        print(f"neuron-explorer: error: {printable(err)}", file=sys.stderr)
     if not prof.paths and code == 0:
         if not prof.errors:
             print(

@@ -35,17 +35,18 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from neuron_explorer.analyzers import analyze
-    from neuron_explorer.reports.html import ReportError, write_report
+    from neuron_explorer.reports.html import write_report
+    from neuron_explorer.trace.atomic import check_output
+    from neuron_explorer.trace.paths import printable
 
     output = Path(args.output) if args.output else Path.cwd() / f"{_stem(Path(args.trace))}.html"
-    if output.is_dir():  # say so before minutes of import and analysis, not after
-        raise ReportError("is a directory; give a file name such as report.html", output)
+    check_output(output)  # say so before minutes of import and analysis, not after
     spec = device_spec_of(args)
     trace = open_trace(args.trace, quiet=args.quiet)
     path = write_report(trace, output, analysis=analyze(trace, device_spec=spec), title=args.title)
     if not args.quiet:
         size_mb = path.stat().st_size / 1e6
-        print(f"wrote {path} ({size_mb:.1f} MB); open it in a browser", file=sys.stdout)
+        print(f"wrote {printable(path)} ({size_mb:.1f} MB); open it in a browser", file=sys.stdout)
     return 0
 
 

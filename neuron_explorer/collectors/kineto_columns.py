@@ -39,6 +39,9 @@ _NO_ARGS = msgspec.Raw(b"{} ")
 
 # gc=False: decoded events hold no reference cycles; tracking millions of them only makes the
 # cyclic collector walk them again and again (a third of the decode time).
+_UNKNOWN_NAME = "neuron_explorer:unknown_fields"
+
+
 class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: Any = None
@@ -53,9 +56,46 @@ class _Event(msgspec.Struct, gc=False):
     cname: Any = None
     tts: Any = None
     args: msgspec.Raw = _NO_ARGS
+    #: The event's other fields, ``{name: raw JSON}`` (kept in ``extra``), set by
+    #: ``decode_events``. (A file's own field of this name is kept like any other: ``_unknown``.)
+    unknown: Any = msgspec.field(default=None, name=_UNKNOWN_NAME)
+
+
+class _KnownFieldsEvent(_Event, forbid_unknown_fields=True, gc=False):
+    """An event with no field outside ``_Event``'s: the usual case, decoded in one pass."""
 
 
 _EXTRA_FIELDS = ("bp", "s", "cname", "tts")
+_KNOWN_FIELDS = frozenset(f for f in _Event.__struct_fields__ if f != "unknown")
+_events_decoder = msgspec.json.Decoder(list[_Event])
+_known_fields_decoder = msgspec.json.Decoder(list[_KnownFieldsEvent])
+_members_decoder = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+
+
+def _compact(raw: bytes) -> bytes:
+    """A field's JSON as ``extra``'s other fields are written (msgspec's compact form), so that
+    export and import give the same text back; as it was when it cannot be decoded."""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(raw))
+    except (msgspec.DecodeError, RecursionError, OverflowError, ValueError):
+        return raw
+
+
+def decode_events(blob: bytes) -> list[_Event]:
+    """A JSON list of events; fields outside the standard ones are kept on each event
+    (``unknown``) for the ``extra`` column. A file without such fields is decoded once; one
+    with them pays a second pass for the fields' names."""
+    try:
+        return _known_fields_decoder.decode(blob)  # type: ignore[return-value]
+    except msgspec.ValidationError as exc:
+        if "unknown field" not in str(exc):
+            raise
+    events = _events_decoder.decode(blob)
+    for event, members in zip(events, _members_decoder.decode(blob)):
+        unknown = {k: _compact(bytes(v)) for k, v in members.items() if k not in _KNOWN_FIELDS}
+        if unknown:
+            event.unknown = unknown
+    return events
 
 
 def _columns(events: list[_Event]) -> RawEvents:
@@ -208,6 +248,16 @@ def _extras(events: list[_Event], pid_x: list[Any] | None, tid_x: list[Any] | No
     sources = [(k, x) for k, x in (("pid", pid_x), ("tid", tid_x), ("id", id_x)) if x is not None]
     sources[:0] = [(f, values) for f in _EXTRA_FIELDS if (values := list(map(attrgetter(f), events))).count(None) != n]
     enc = msgspec.json.encode
+    unknown = list(map(attrgetter("unknown"), events))
+    if unknown.count(None) != n:
+        unknown = [_unknown(u) for u in unknown]  # fields no Chrome reader knows: kept as they were written
+        for key in dict.fromkeys(k for u in unknown if u for k in u):
+            prefix = enc(key).decode() + ": "
+            fragments.append(
+                string_array(
+                    [None if u is None or key not in u else prefix + u[key].decode("utf-8", "replace") for u in unknown]
+                )
+            )
     for key, values in sources:
         hashable = set(map(type, values)) <= {str, int, float, bool, type(None)}
         if not hashable:
@@ -234,6 +284,14 @@ def _extras(events: list[_Event], pid_x: list[Any] | None, tid_x: list[Any] | No
         body = pc.utf8_slice_codeunits(body, 2)
     empty = pc.equal(body, _EMPTY)
     return pc.if_else(empty, pa.nulls(n, pa.string()), pc.binary_join_element_wise(_OPEN, body, _CLOSE, _EMPTY))
+
+
+def _unknown(value: Any) -> dict[str, bytes] | None:
+    """An event's non-standard fields as ``decode_events`` left them; a value the file itself
+    gave under ``_UNKNOWN_NAME`` is that field's."""
+    if value is None or (type(value) is dict and all(type(v) is bytes for v in value.values())):
+        return value
+    return {_UNKNOWN_NAME: msgspec.json.encode(value)}
 
 
 def _text_scalar(text: str) -> pa.Scalar:

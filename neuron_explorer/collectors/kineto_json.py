@@ -19,6 +19,7 @@ trace metadata and warned once (``trace.repairs``).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -40,13 +41,15 @@ from neuron_explorer.collectors.kineto_columns import (  # noqa: F401 (_parse_ts
     _Event,
     _MalformedEventsError,
     _parse_ts,
+    decode_events,
 )
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.parallel_decode import ChunkDecoder
 from neuron_explorer.collectors.spooled import NotSpoolable, Spool, spool_events
 from neuron_explorer.trace.arrow import loose_array as _loose_array  # noqa: F401 (capture_convert)
-from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
+from neuron_explorer.trace.errors import TraceFormatError
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.paths import require_input
 from neuron_explorer.trace.repairs import DROPPED, IGNORED, KEPT_AS_TEXT, Repairs
 
 try:  # ISA-L's gzip is 2-3x faster than zlib's; fall back to the standard library.
@@ -66,7 +69,6 @@ CHUNK_BYTES = 4 << 20
 ProgressCallback = Callable[[int, int], None]
 
 
-_events_decoder = msgspec.json.Decoder(list[_Event])
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 #: Checks a chunk's JSON syntax without building its events (~5% of decoding them).
 _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
@@ -75,8 +77,7 @@ _raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 def import_kineto_json(path: str | Path, progress: ProgressCallback | None = None) -> Trace:
     """Read a Kineto/Chrome JSON trace into a ``Trace`` with every link resolved."""
     path = Path(path)
-    if not path.exists():
-        raise TraceNotFoundError("no such file", path)
+    require_input(path)
     if path.is_dir():
         raise TraceFormatError("is a directory, expected a .json or .json.gz trace", path)
     with conversion_settings():
@@ -118,6 +119,11 @@ class _Chunks:
     def close(self) -> None:
         if self.spool is not None:
             self.spool.close()
+
+    def reset(self) -> None:
+        """Forget every chunk (a later top-level ``traceEvents`` replaces these events)."""
+        self.close()
+        self.parts, self.n, self.dropped, self.spool = [], 0, 0, None
 
 
 def _import_once(path: Path, progress: ProgressCallback | None, spool_at: int | None) -> Trace:
@@ -225,7 +231,10 @@ def _decode_whole(data: bytes, path: Path, chunks: _Chunks) -> _Decoded:
         return _decode_stream(data, io.BytesIO(b""), path, len(data), None, chunks)
     for part in parts:
         chunks.add(part)
-    return top, Repairs()
+    repairs = Repairs()
+    if data.count(_EVENTS_KEY) > 1:  # (the scan below only when a duplicate is possible)
+        repairs.add(DUPLICATE_EVENTS, IGNORED, len(json_depth.top_level_members(data, _EVENTS_KEY)) - 1)
+    return top, repairs
 
 
 def _decode_whole_fast(data: bytes, path: Path) -> tuple[dict[str, Any], list[RawEvents]]:
@@ -233,18 +242,35 @@ def _decode_whole_fast(data: bytes, path: Path) -> tuple[dict[str, Any], list[Ra
     if not stripped:
         raise TraceFormatError("the file is empty", path)
     if stripped[:1] == b"[":  # the Chrome "JSON array format": events only
-        return {}, [_columns(_events_decoder.decode(data))]
+        return {}, [_columns(decode_events(data))]
     if stripped[:1] != b"{":
         raise TraceFormatError("not JSON (does not start with '{' or '[')", path)
     top = _top_decoder.decode(data)
     if "traceEvents" not in top:
         raise TraceFormatError("JSON, but not a trace: it has no 'traceEvents' list", path)
-    events = _events_decoder.decode(top.pop("traceEvents"))
+    raw = top.pop("traceEvents")
+    if bytes(raw)[:1] != b"[":  # (the same words as a streamed file's)
+        raise TraceFormatError(_NOT_A_LIST, path)
+    events = decode_events(raw)
     meta = {k: msgspec.json.decode(v) for k, v in top.items()}
     return meta, [_columns(events)]
 
 
 _EVENTS_KEY = b'"traceEvents"'
+#: The repair said when the top-level object has ``traceEvents`` more than once: as in JSON
+#: generally (and in ``json.loads``), the last one is the value, whatever the file's size.
+DUPLICATE_EVENTS = "duplicate top-level traceEvents (the last one is used)"
+_NOT_A_LIST = "not a Chrome/Kineto trace (traceEvents is not a list)"
+
+
+def _first_events_list(head: bytes) -> tuple[int, int, int]:
+    """(the key, the ``[`` of its value, duplicates before it) of the first top-level
+    ``traceEvents`` member whose value is a list; (-1, -1, n) when the head holds none."""
+    members = json_depth.top_level_members(head, _EVENTS_KEY)
+    for i, (key, value) in enumerate(members):
+        if head[value : value + 1] == b"[":
+            return key, value, i
+    return -1, -1, len(members)
 
 
 def _decode_stream(
@@ -256,19 +282,24 @@ def _decode_stream(
     if head.lstrip()[:1] == b"[":  # the JSON array format: events only
         buf = head.lstrip()[1:]
     else:
-        key = head.find(_EVENTS_KEY)
+        # The key found by structure, not by text: "traceEvents" may also be a string value or
+        # a nested key before the real list.
+        key, bracket, earlier = _first_events_list(head)
         while key < 0 and len(head) < (256 << 20):  # metadata before the events can be long
-            more = fh.read(CHUNK_BYTES)
+            more = fh.read(max(CHUNK_BYTES, len(head)))  # (doubling: each rescan of the head pays for itself)
             if not more:
                 break
             head += more
-            key = head.find(_EVENTS_KEY)
-        bracket = head.find(b"[", key) if key >= 0 else -1
-        if key < 0 or bracket < 0:
+            key, bracket, earlier = _first_events_list(head)
+        if key < 0:
+            if earlier:  # (the last traceEvents is not a list: the in-memory path's error)
+                raise TraceFormatError(_NOT_A_LIST, path)
             raise TraceFormatError("JSON, but not a trace: no 'traceEvents' list near the start", path)
         prefix = head[:key].rstrip().rstrip(b",")
         if prefix.strip() not in (b"{", b""):
             _update_metadata(meta, prefix + b"}", repairs, path)
+            meta.pop("traceEvents", None)
+        repairs.add(DUPLICATE_EVENTS, IGNORED, earlier)
         buf = head[bracket + 1 :]
     del head
     decoder = ChunkDecoder(_decode_chunk, _check_chunk)
@@ -287,18 +318,47 @@ def _decode_stream(
     del tail
     rest = buf[end + 1 :].strip()
     if rest.startswith(b","):
-        _update_metadata(meta, b"{" + rest[1:], repairs, path)
+        later = _update_metadata(meta, b"{" + rest[1:], repairs, path)
+        if later is not None:  # the last top-level traceEvents wins, as at any size
+            _replace_events(later, rest, chunks, repairs, path)
     elif rest not in (b"}", b""):
         raise TraceFormatError("invalid JSON after traceEvents; is the file truncated?", path)
     return meta, repairs
 
 
-def _update_metadata(meta: dict[str, Any], text: bytes, repairs: Repairs, path: Path) -> None:
+def _replace_events(later: bytes, rest: bytes, chunks: _Chunks, repairs: Repairs, path: Path) -> None:
+    """The events of a ``traceEvents`` member after the streamed list replace its events."""
+    repairs.add(DUPLICATE_EVENTS, IGNORED, len(json_depth.top_level_members(b"{" + rest[1:], _EVENTS_KEY)))
+    chunks.reset()
+    if later.lstrip()[:1] != b"[":
+        raise TraceFormatError(_NOT_A_LIST, path)
+    events, deep = _decode_events(later)
+    chunks.add(_with_issues(_columns(events), deep))
+
+
+def _update_metadata(meta: dict[str, Any], text: bytes, repairs: Repairs, path: Path) -> bytes | None:
+    """Add the members of the object ``text`` to ``meta``; the raw text of its (last)
+    ``traceEvents`` member, which is not metadata, is returned instead (None when absent)."""
+    events: bytes | None = None
+    if _EVENTS_KEY in text:
+        try:
+            top = _top_decoder.decode(text)
+        except RecursionError:
+            flat, stash = json_depth.shallow(text, 1)
+            top = _top_decoder.decode(flat)
+            for name, raw in top.items():  # (the deep values back: decode_metadata counts them)
+                k = json_depth.placeholder_index(bytes(raw))
+                if k is not None:
+                    top[name] = msgspec.Raw(stash[k])
+        if "traceEvents" in top:
+            events = bytes(top.pop("traceEvents"))
+            text = msgspec.json.encode({k: v for k, v in top.items()}) if top else b"{}"
     obj, deep = json_depth.decode_metadata(text)
     if not isinstance(obj, dict):
         raise TraceFormatError("JSON, but not a trace: the top level is not an object", path)
     meta.update(obj)
     repairs.add(json_depth.DEEP_METADATA, IGNORED, deep)
+    return events
 
 
 def _decode_chunk(blob: bytes) -> RawEvents:
@@ -329,17 +389,22 @@ def _decode_events(blob: bytes) -> tuple[list[_Event], dict[tuple[str, str], int
     first (``json_depth``): deep args are put back verbatim, events with another deep field
     are dropped (both counted)."""
     try:
-        return _events_decoder.decode(blob), {}
+        return decode_events(blob), {}
     except RecursionError:
         pass
     flat, stash = json_depth.shallow(blob, 2)
     try:
-        events = _events_decoder.decode(flat)
+        events = decode_events(flat)
     except RecursionError:
         raise msgspec.DecodeError(f"JSON nested deeper than {json_depth.DEPTH_LIMIT} levels outside args") from None
     issues: dict[tuple[str, str], int] = {}
     kept: list[_Event] = []
     for e in events:
+        if e.unknown:  # (a deep value of a non-standard field: back as it was)
+            for name, raw in e.unknown.items():
+                i = json_depth.placeholder_index(raw)
+                if i is not None:
+                    e.unknown[name] = stash[i]
         k = json_depth.placeholder_index(bytes(e.args))
         if k is not None:
             e.args = msgspec.Raw(stash[k])
@@ -444,13 +509,35 @@ def _array_end(buf: bytes) -> tuple[int, list[_Event], dict[tuple[str, str], int
 
 
 # ------------------------------------------------------------------------------- metadata
+#: The most JSON text of the file's top-level metadata kept in ``trace_metadata`` (the Parquet
+#: footer): pyarrow refuses to read a footer past ~100 MB, so a larger one would write a trace
+#: that cannot be opened. Members past it (in file order) are ignored, counted as a repair.
+METADATA_BYTES = 16 << 20
+BIG_METADATA = f"top-level key past {METADATA_BYTES >> 20} MB of metadata (not kept)"
+
+
 def _metadata(top: dict[str, Any], path: Path, repairs: Repairs) -> dict[str, Any]:
     return {
         "collector": "kineto_json",
         "source_file": os.path.abspath(path),
         **checks.trace_metadata(top, repairs),
-        "trace_metadata": top,
+        "trace_metadata": _bounded(top, repairs),
     }
+
+
+def _bounded(top: dict[str, Any], repairs: Repairs) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    used = 0
+    for key, value in top.items():
+        size = 0
+        with contextlib.suppress(TypeError, OverflowError, RecursionError):  # (kept, as before)
+            size = len(key) + len(msgspec.json.encode(value))
+        if used + size > METADATA_BYTES:
+            repairs.add(BIG_METADATA, IGNORED)
+            continue
+        used += size
+        kept[key] = value
+    return kept
 
 
 def _why(exc: BaseException) -> str:

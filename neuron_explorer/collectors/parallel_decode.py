@@ -41,12 +41,11 @@ _HEADER = 8  # bytes of a message's length prefix (little-endian)
 
 def worker_count() -> int:
     """Workers to use: ``NEURON_EXPLORER_WORKERS``, else the usable CPUs (at most 8)."""
-    env = os.environ.get("NEURON_EXPLORER_WORKERS", "").strip()
-    if env:
-        try:
-            return max(int(env), 0)
-        except ValueError:
-            return 0
+    from neuron_explorer import environment
+
+    env = environment.workers()
+    if env is not None:
+        return env
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from neuron_explorer.parallel import Executor
+from neuron_explorer.trace.atomic import atomic_dir
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import PARQUET_SUFFIXES, Trace, conform
 from neuron_explorer.trace.run_check import check_one_job
@@ -148,9 +147,7 @@ def convert_run(src: str | Path, out: str | Path, executor: Executor) -> list[di
     files = rank_json_files(root)
     if not files:
         raise TraceFormatError("directory holds no .json/.json.gz rank traces", root)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with atomic_dir(out, replace=False) as tmp:
         tasks = [RankTask(str(f.resolve()), str(tmp / f"part-{i:06d}.parquet")) for i, f in enumerate(files)]
         results = executor.map(convert_rank, tasks)
         for res, f in zip(results, files):
@@ -162,10 +159,4 @@ def convert_run(src: str | Path, out: str | Path, executor: Executor) -> list[di
             dest.parent.mkdir()
             os.replace(res["output"], dest)
             res["output"] = str(out / dest.relative_to(tmp))
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return sorted(results, key=lambda r: r["rank"])

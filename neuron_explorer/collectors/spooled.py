@@ -89,6 +89,7 @@ from neuron_explorer.trace.arrow import (
     string_array,
     to_numpy,
 )
+from neuron_explorer.trace.atomic import forget_temporary, register_temporary
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.repairs import Repairs
@@ -111,13 +112,10 @@ ASSEMBLY_DUCKDB_MEMORY = "128MB"
 
 def spool_events() -> int:
     """Event count above which the JSON importer builds out of core."""
-    value = os.environ.get("NEURON_EXPLORER_SPOOL_EVENTS", "").strip()
-    if value:
-        try:
-            return max(int(value), 0)
-        except ValueError:
-            pass
-    return SPOOL_EVENTS
+    from neuron_explorer import environment
+
+    value = environment.spool_events()
+    return SPOOL_EVENTS if value is None else value
 
 
 #: Spool directories are named ``SPOOL_PREFIX...`` and hold the owning process's id in ``OWNER_FILE``.
@@ -140,6 +138,11 @@ def remove_stale_spools(parent: Path) -> list[Path]:
         shutil.rmtree(d, ignore_errors=True)
         removed.append(d)
     return removed
+
+
+def _remove_spool(directory: str) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    forget_temporary(directory)
 
 
 def _alive(pid: int) -> bool:
@@ -238,12 +241,15 @@ class Spool:
     def __init__(self, directory: str | Path | None = None) -> None:
         import duckdb  # (a declared dependency; only large imports pay for importing it)
 
-        parent = directory or os.environ.get("NEURON_EXPLORER_SPOOL_DIR") or None
+        from neuron_explorer import environment
+
+        parent = directory or environment.spool_dir()
         with _spool_errors(parent):
             remove_stale_spools(Path(parent or tempfile.gettempdir()))
             self.dir = Path(tempfile.mkdtemp(prefix=SPOOL_PREFIX, dir=parent))
             (self.dir / OWNER_FILE).write_text(str(os.getpid()))
-        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.dir), True)
+        register_temporary(self.dir)  # (removed if a signal ends the process: cli.signals)
+        self._finalizer = weakref.finalize(self, _remove_spool, str(self.dir))
         with _spool_errors(self.dir):
             self.con = self._connect(duckdb, self.dir)
         self.ph, self.cat, self.name, self.dtype = _Vocab(), _Vocab(), _Vocab(), _Vocab()

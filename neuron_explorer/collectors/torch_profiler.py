@@ -25,7 +25,6 @@ it adds:
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import time
@@ -38,11 +37,12 @@ from typing import Any, Literal
 import torch
 import torch.profiler
 
-from neuron_explorer import __version__
+from neuron_explorer import __version__, environment
 from neuron_explorer.collectors._conversion import conversion_settings
 from neuron_explorer.collectors.capture_convert import convert_results
 from neuron_explorer.collectors.capture_output import distributed_info, run_metadata, trace_path
 from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.trace.atomic import OutputError
 from neuron_explorer.trace.errors import CollectorError
 from neuron_explorer.trace.model import Trace
 
@@ -274,7 +274,7 @@ class profile(torch.profiler.profile):
             with conversion_settings():
                 trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle)
         except Exception as exc:
-            if os.environ.get("NEURON_EXPLORER_DEBUG"):
+            if environment.debug():
                 traceback.print_exc()
             self._error(f"cycle {cycle}: converting the profile failed: {type(exc).__name__}: {exc}")
             return
@@ -290,8 +290,9 @@ class profile(torch.profiler.profile):
             t1 = time.perf_counter()
             try:
                 trace.write(path, args_zstd_level=CAPTURE_ARGS_ZSTD_LEVEL)
-            except OSError as exc:
-                self._error(str(CollectorError(f"cannot write the trace ({exc.strerror or exc})", path)))
+            except (OutputError, OSError) as exc:  # (OutputError: trace.atomic's, the OS error named)
+                why = exc.message if isinstance(exc, OutputError) else (exc.strerror or exc)
+                self._error(str(CollectorError(f"cannot write the trace ({why})", path)))
                 path = None
             timing["write_s"] = time.perf_counter() - t1
             if path is not None:

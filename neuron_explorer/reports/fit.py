@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from neuron_explorer.trace.paths import printable as _printable
+
 ELLIPSIS = "…"
 #: The width text output is laid out for when it goes to a pipe or a file and $COLUMNS is unset:
 #: wide enough for every table's natural width (names up to ``NAME_CAP``).
@@ -34,18 +36,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u2
 
 
 def printable(text: Any) -> str:
-    """``text`` safe to print on a terminal: control characters (ESC, CSI, BEL, backspace,
-    carriage return, newlines and tabs inside a name) and bidirectional overrides are shown
-    as ``\\xNN`` / ``\\uNNNN`` escapes instead of acting on the terminal."""
-    s = "" if text is None else str(text)
-    if not _CONTROL.search(s) and "\n" not in s and "\t" not in s:
-        return s
-    return _CONTROL.sub(_escape_char, s.replace("\n", "\\n").replace("\t", "\\t"))
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    c = ord(m.group(0))
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    """``text`` safe to print on a terminal (``trace.paths.printable``: control characters,
+    escape sequences and direction overrides written as escapes); None prints as nothing."""
+    return "" if text is None else _printable(text)
 
 
 #: Prose (verdicts, findings) in a pipe or a file wraps here; tables take their own width.

@@ -8,9 +8,6 @@ reader never sees a half-written export.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +16,7 @@ import pyarrow.parquet as pq
 
 from neuron_explorer.analyzers import ANALYSIS_SCHEMA_VERSION, Analysis
 from neuron_explorer.analyzers.fields import describe
+from neuron_explorer.trace.atomic import atomic_dir
 
 TABLES = (
     "steps",
@@ -112,9 +110,7 @@ def fields_table(tabs: dict[str, pa.Table]) -> pa.Table:
 def write_metrics(a: Analysis, out_dir: str | Path) -> Path:
     """Write every table to ``out_dir`` (replaced atomically if it exists). Returns the path."""
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         tabs = tables(a)
         for name, t in tabs.items():
             pq.write_table(t, tmp / f"{name}.parquet", compression="zstd")
@@ -130,16 +126,4 @@ def write_metrics(a: Analysis, out_dir: str | Path) -> Path:
             "tables": [*TABLES, "fields"],
         }
         (tmp / "summary.json").write_text(json.dumps(meta, indent=2))
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out

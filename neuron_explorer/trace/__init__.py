@@ -14,6 +14,7 @@ from neuron_explorer.trace.errors import (
     TraceNotFoundError,
 )
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.paths import require_input
 from neuron_explorer.trace.schema import COLUMNS, EVENTS_SCHEMA, SCHEMA_VERSION, Kind, Precision
 
 __all__ = [
@@ -38,8 +39,7 @@ def load(path: str | Path, progress: Any = None) -> Trace:
     Kineto JSON with each rank from its ``distributedInfo``), or a Kineto JSON
     (``.json``/``.json.gz``) imported on the fly."""
     p = Path(path)
-    if not p.exists():
-        raise TraceNotFoundError("no such file or directory", p)
+    require_input(p)
     name = p.name.lower()
     if p.is_file() and name.endswith((".ntff", ".neff", ".pb")):
         from neuron_explorer.collectors.neuron import raw_capture_error

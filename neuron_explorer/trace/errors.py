@@ -15,7 +15,10 @@ class NeuronExplorerError(Exception):
     def __init__(self, message: str, path: str | Path | None = None) -> None:
         self.path = str(path) if path is not None else None
         self.message = message
-        super().__init__(f"{self.path}: {message}" if self.path else message)
+        # (imported here: paths imports this module)
+        from neuron_explorer.trace.paths import printable
+
+        super().__init__(f"{printable(self.path)}: {message}" if self.path else message)
 
 
 class TraceNotFoundError(NeuronExplorerError):

@@ -93,7 +93,9 @@ LOCAL_LIBRARY_DIRS: tuple[str, ...] = _local_library_dirs()
 
 def env_excludes() -> tuple[str, ...]:
     """Extra library patterns from ``NEURON_EXPLORER_EXCLUDE`` (``os.pathsep``-separated)."""
-    return tuple(x for x in os.environ.get("NEURON_EXPLORER_EXCLUDE", "").split(os.pathsep) if x)
+    from neuron_explorer import environment
+
+    return environment.exclude_patterns()
 
 
 def is_generated_path(path: str) -> bool:

@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 from neuron_explorer.trace import validate
 from neuron_explorer.trace.arrow import string_array
 from neuron_explorer.trace.atomic import atomic_path
-from neuron_explorer.trace.errors import SchemaVersionError, TraceFormatError, TraceNotFoundError
+from neuron_explorer.trace.errors import SchemaVersionError, TraceFormatError
+from neuron_explorer.trace.paths import require_input
 from neuron_explorer.trace.repairs import Repairs
 from neuron_explorer.trace.schema import (
     COLUMN_NAMES,
@@ -83,8 +84,7 @@ class Trace:
     def read(cls, path: str | Path, columns: Sequence[str] | None = None) -> Trace:
         """Read a Parquet trace file or a run directory of per-rank files."""
         path = Path(path)
-        if not path.exists():
-            raise TraceNotFoundError("no such file or directory", path)
+        require_input(path)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.suffix in PARQUET_SUFFIXES and p.is_file())
             if not files:

@@ -23,6 +23,7 @@ import pytest
 from neuron_explorer.collectors import kineto_json, spooled
 from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.normalize import nearest_marked_ancestor
+from neuron_explorer.environment import EnvironmentSettingError
 from neuron_explorer.trace.model import Trace
 from tests.conftest import BUNDLED_TRACES, KINETO, run_cli
 
@@ -222,9 +223,9 @@ def test_spool_threshold_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert spooled.spool_events() == spooled.SPOOL_EVENTS
     monkeypatch.setenv(SPOOL_ENV, "5000")
     assert spooled.spool_events() == 5000
-    monkeypatch.setenv(SPOOL_ENV, "many")
-    assert spooled.spool_events() == spooled.SPOOL_EVENTS
-    assert os.environ[SPOOL_ENV] == "many"
+    monkeypatch.setenv(SPOOL_ENV, "many")  # (refused, not ignored: issue 26)
+    with pytest.raises(EnvironmentSettingError, match=f"{SPOOL_ENV}='many': expected a whole number"):
+        spooled.spool_events()
 
 
 # ------------------------------------------------------------------- mutated inputs, both ways

@@ -150,7 +150,7 @@ def test_control_characters_in_event_names_never_reach_the_terminal(tmp_path: Pa
         assert r.returncode == 0, r.stderr
         assert "\x1b" not in r.stdout and "\x07" not in r.stdout and "\r" not in r.stdout
     r = run_cli("analyze", str(path), env={"COLUMNS": "200"})
-    assert "aten::mm\\x1b]0;owned\\x07\\x1b[2J[bold]x[/bold]\\x0d" in r.stdout  # shown, escaped, markup kept
+    assert "aten::mm\\x1b]0;owned\\x07\\x1b[2J[bold]x[/bold]\\r" in r.stdout  # shown, escaped, markup kept
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux to try a real 80x24 terminal")

@@ -37,7 +37,7 @@ def test_names_equal_up_to_their_last_characters_still_differ() -> None:
 
 
 def test_control_characters_are_escaped() -> None:
-    assert printable("a\x1b[31mb\x07\r\n\u202e") == "a\\x1b[31mb\\x07\\x0d\\n\\u202e"
+    assert printable("a\x1b[31mb\x07\r\n\u202e") == "a\\x1b[31mb\\x07\\r\\n\\u202e"
     assert printable("aten::mm [2,3]") == "aten::mm [2,3]"
 
 

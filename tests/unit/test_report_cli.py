@@ -86,7 +86,8 @@ def test_unwritable_output_is_an_error_and_leaves_nothing(tmp_path: Path) -> Non
     blocker.write_text("x")
     result = run_cli("report", str(SMALL), "-o", str(blocker / "r.html"))
     assert result.returncode == 3
-    assert "cannot write the report" in result.stderr and "Traceback" not in result.stderr
+    assert "cannot write here" in result.stderr and "Traceback" not in result.stderr
+    assert f"{blocker} is a regular file, not a directory" in result.stderr
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.trace import SchemaVersionError, TraceFormatError, TraceNotFoundError
+from neuron_explorer.trace.atomic import OutputError
 from neuron_explorer.trace.schema import COLUMNS, EVENTS_SCHEMA, METADATA_KEY, SCHEMA_VERSION
 from tests.conftest import KINETO, REPO
 
@@ -48,7 +49,7 @@ def test_failed_write_leaves_no_file_behind(
 
     # The write fails after the file is opened, with a row group half written.
     monkeypatch.setattr(pq.ParquetWriter, "write_table", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="No space left on device"):
         small_trace.write(tmp_path / "t.parquet")
     assert list(tmp_path.iterdir()) == []
 

@@ -299,6 +299,8 @@ def load_spec(value: str | Path) -> DeviceSpec:
         raise AnalysisError(f"unknown device {text!r} (known: {', '.join(DEVICES)}; or give a .toml file)")
     if not path.exists():
         raise AnalysisError("device spec file not found", path)
+    if not path.is_file():  # (a FIFO would block the read; a directory cannot be read)
+        raise AnalysisError("not a regular file: give a TOML device spec", path)
     if _toml is None:  # pragma: no cover
         raise AnalysisError("reading a TOML device spec needs Python 3.11 or later", path)
     try:

@@ -153,8 +153,7 @@ def _records(obj: dict[str, Any], key: str, path: Path) -> pd.DataFrame:
     value = obj.get(key)
     if value is None:
         return pd.DataFrame()
-    if isinstance(value, dict):
-        value = [value]
+    # (an object is refused, not read as one record: docs/neuron.md, "a table that is not a list of records")
     if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
         raise TraceFormatError(f"'{key}' should be a list of records, found {type(value).__name__}", path)
     return pd.DataFrame.from_records(value)

@@ -8,9 +8,7 @@ an e-mail attachment), and the page's script that draws everything from the data
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 
 from neuron_explorer import __version__
 from neuron_explorer.reports.html.escape import html_text, json_for_script
+from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.errors import NeuronExplorerError
 
 _SLOT = re.compile(r"<!--@(\w+)@-->")
@@ -47,24 +46,8 @@ def render_html(data: dict[str, Any]) -> str:
 def write_html(html: str, path: str | Path) -> Path:
     """Write ``html`` to ``path`` atomically: a temporary file beside it, then a rename."""
     path = Path(path)
-    if path.is_dir():
-        raise ReportError("is a directory; give a file name such as report.html", path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise ReportError(f"cannot write the report here ({exc.strerror or exc})", path) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(html)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ReportError(f"cannot write the report ({exc.strerror or exc})", path) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        tmp.write_text(html, encoding="utf-8")
     return path
 
 
