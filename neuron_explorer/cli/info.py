@@ -144,6 +144,9 @@ def render_text(info: dict[str, Any]) -> None:
             + ", ".join(f"rank {d.get('rank', 0)} #{d.get('step')} ({_ms(d.get('dur_ns'))})" for d in dropped)
             + " (the span after the last step boundary, without a step's work)"
         )
+    pruned_line = pruned_text(info.get("pruned") or {})
+    if pruned_line:
+        console.print(pruned_line, markup=False)
     src = info["source"]
     console.print(
         f"Source lines: {src['with_source']:,} of {src['events']:,} events ({_pct(src['with_source'], src['events'])}); "
@@ -173,6 +176,18 @@ def render_text(info: dict[str, Any]) -> None:
         name = printable(p.get("name"))
         console.print(f"Device {p.get('id')}: {name} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}", markup=False)
     render_neuron(console, info)
+
+
+def pruned_text(pruned: dict[str, Any]) -> str:
+    """The line saying what the capture pruned of one-time Python (metadata ``pruned``)."""
+    calls, spans = int(pruned.get("builtin_calls") or 0), int(pruned.get("collapsed_spans") or 0)
+    if not calls and not spans:
+        return ""
+    return (
+        f"Pruned one-time Python: {calls:,} builtin calls without torch work ({_ms(pruned.get('builtin_call_ns'))}); "
+        f"{int(pruned.get('collapsed_events') or 0):,} library frames collapsed into {spans:,} spans "
+        f"({_ms(pruned.get('collapsed_ns'))})"
+    )
 
 
 def render_neuron(console: Any, info: dict[str, Any]) -> None:

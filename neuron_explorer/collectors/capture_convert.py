@@ -46,12 +46,16 @@ def convert_results(
 ) -> Trace:
     """Convert one profiler cycle's ``kineto_results`` into a ``Trace``."""
     user_code = user_code or UserCode.default()
-    raw = results_to_raw(results, FileResolver(user_code, search_path))
+    pruned: dict[str, int] = {}
+    raw = results_to_raw(results, FileResolver(user_code, search_path), pruned=pruned)
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
-    return build_trace(raw, metadata, user_code=user_code)
+    return build_trace(raw, {**metadata, "pruned": pruned}, user_code=user_code)
 
 
-def results_to_raw(results: Any, resolve: FileResolver) -> RawEvents:
+def results_to_raw(
+    results: Any, resolve: FileResolver, prune: bool | None = None, pruned: dict[str, int] | None = None
+) -> RawEvents:
+    """``prune``: see ``capture_tree.walk_tree``; what was pruned is written into ``pruned``."""
     from torch._C._autograd import _ITraceActivity as A
 
     acts = results.trace_activities()
@@ -60,7 +64,9 @@ def results_to_raw(results: Any, resolve: FileResolver) -> RawEvents:
     sub = [acts[i] for i in keep] if len(keep) != len(acts) else acts
     types = [types[i] for i in keep] if len(keep) != len(types) else types
     cols = _activity_columns(sub, types)
-    tree = walk_tree(results.experimental_event_tree(), resolve, _op_info(cols))
+    tree = walk_tree(results.experimental_event_tree(), resolve, _op_info(cols), prune=prune)
+    if pruned is not None:
+        pruned.update(tree.pruned_metadata())
     return _assemble(sub, cols, tree)
 
 

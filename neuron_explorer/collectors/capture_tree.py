@@ -19,6 +19,14 @@ line), so Python events need no second, costlier pass over ``trace_activities()`
 
 This walk is the one per-node Python loop of the capture; each node costs a handful of
 attribute reads, memoised per file name.
+
+One-time Python is pruned while walking (``prune=True``, the default; ``NEURON_EXPLORER_NO_PRUNE=1``
+turns it off): a call of a C function with no children that returns within ``PRUNE_CCALL_NS``
+(``str.startswith``, ``isinstance``, ``dict.get``) anchors no line and is dropped, counted;
+a library frame (import machinery, the standard library, site-packages, or a C function) whose
+whole subtree holds no torch op, no allocation and no call into user code is emitted as one
+span with its own name and duration, its subtree counted and skipped. No op's source depends on
+a pruned event: sources flow down to ops, and pruned subtrees hold none.
 """
 
 from __future__ import annotations
@@ -62,6 +70,22 @@ class TreeSources:
     alloc_src: list[int] = field(default_factory=list)
     # profiler thread id -> system thread id, learned from ops (see capture_convert)
     op_tid: list[int] = field(default_factory=list)
+    # what pruning removed (see the module docstring; ``pruned_metadata``)
+    pruned_ccalls: int = 0
+    pruned_ccall_ns: int = 0
+    collapsed_spans: int = 0
+    collapsed_events: int = 0
+    collapsed_ns: int = 0
+
+    def pruned_metadata(self) -> dict[str, int]:
+        """The ``pruned`` entry of the trace metadata (docs/schema.md)."""
+        return {
+            "builtin_calls": self.pruned_ccalls,
+            "builtin_call_ns": self.pruned_ccall_ns,
+            "collapsed_spans": self.collapsed_spans,
+            "collapsed_events": self.collapsed_events,
+            "collapsed_ns": self.collapsed_ns,
+        }
 
 
 class FileResolver:
@@ -100,9 +124,20 @@ class FileResolver:
 #: pybind reads per call. ``nn.Module: X`` calls do not match and read the callsite.
 _CALL_NAME = re.compile(r"^(.*)\((\d+)\): (.*)$", re.DOTALL)
 
+#: A childless C call shorter than this is pruned; longer ones (``time.sleep``, a device
+#: synchronize) stay, they are where the time went.
+PRUNE_CCALL_NS = 20_000
+
+
+def prune_enabled() -> bool:
+    return os.environ.get("NEURON_EXPLORER_NO_PRUNE", "") in ("", "0")
+
 
 def walk_tree(
-    roots: list[Any], resolve: FileResolver, op_info: dict[int, tuple[bool, int]] | None = None
+    roots: list[Any],
+    resolve: FileResolver,
+    op_info: dict[int, tuple[bool, int]] | None = None,
+    prune: bool | None = None,
 ) -> TreeSources:
     """Attribute every node of the event tree (see the module docstring).
 
@@ -111,6 +146,7 @@ def walk_tree(
     from the tree. Every node is read through pybind (~0.5-1.5 us an attribute), so the walk
     reads only what it cannot learn otherwise: a node's thread is its root's (torch nests
     events per thread), a function's file and def line come from its call's name.
+    ``prune`` (default: unless ``NEURON_EXPLORER_NO_PRUNE`` is set) prunes one-time Python.
     """
     from torch._C._profiler import (
         _ExtraFields_Allocation,
@@ -131,6 +167,8 @@ def walk_tree(
     sources = out.sources
     op_info = op_info or {}
     no_info = (None, -1)
+    if prune is None:
+        prune = prune_enabled()
 
     def intern(src: Source) -> int:
         idx = interned.get(src)
@@ -178,6 +216,35 @@ def walk_tree(
     # (three pybind reads) need not be read.
     next_py_id = 1
 
+    def no_work_beneath(children: list[Any]) -> int:
+        """The number of nodes under ``children`` when none is a torch op, an allocation or a
+        call into user code; else -1. Stops at the first such node."""
+        count = 0
+        todo = list(children)
+        pop, extend = todo.pop, todo.extend
+        while todo:
+            node = pop()
+            try:
+                name = node.name
+            except UnicodeDecodeError:
+                return -1  # let the walk handle it
+            tag = kind_by_name.get(name)
+            if tag is None:
+                tag = kind_by_name[name] = type(node.extra_fields)
+            if tag is TORCH_OP or tag is ALLOC:
+                return -1
+            if tag is PY_CALL:
+                site = callsites[name] if name in callsites else callsite_of(name)
+                if site is None or site[1]:
+                    return -1  # user code (or a callsite only the walk reads)
+            elif tag is not PY_CCALL:
+                return -1
+            count += 1
+            kids = node.children
+            if kids:
+                extend(kids)
+        return count
+
     def run(stack: list[tuple[Any, int, str | None, int, bool]], in_backward: bool, tid: int) -> None:
         nonlocal next_py_id
         pop, push, extend = stack.pop, stack.append, stack.extend
@@ -207,6 +274,27 @@ def walk_tree(
                         fwd_by_seq[seq] = src
                     own = src
                 elif tag is PY_CALL or tag is PY_CCALL:
+                    collapse = False
+                    if prune:
+                        if tag is PY_CCALL and not children:
+                            t0 = node.start_time_ns
+                            dur = node.end_time_ns - t0
+                            if dur < PRUNE_CCALL_NS:
+                                out.pruned_ccalls += 1
+                                out.pruned_ccall_ns += dur
+                                continue
+                        elif children:
+                            if tag is PY_CCALL:
+                                library = True
+                            else:
+                                site = callsites[name] if name in callsites else callsite_of(name)
+                                library = site is not None and not site[1]
+                            if library:
+                                inner_count = no_work_beneath(children)
+                                if inner_count >= 0:
+                                    collapse = True
+                                    out.collapsed_spans += 1
+                                    out.collapsed_events += inner_count
                     own = src
                     if not lib:
                         caller = (ef or node.extra_fields).caller
@@ -235,12 +323,16 @@ def walk_tree(
                     pid_ = next_py_id
                     next_py_id += 1
                     py_name.append(name)
-                    py_start.append(node.start_time_ns)
-                    py_end.append(node.end_time_ns)
+                    t0, t1 = node.start_time_ns, node.end_time_ns
+                    py_start.append(t0)
+                    py_end.append(t1)
                     py_tid.append(tid)
                     py_id.append(pid_)
                     py_parent.append(parent_py)
                     py_src.append(own)
+                    if collapse:
+                        out.collapsed_ns += max(t1 - t0, 0)
+                        continue
                     if children:
                         extend(zip(reversed(children), repeat(inner), repeat(module), repeat(pid_), repeat(inner_lib)))
                     continue

@@ -96,6 +96,7 @@ def describe(trace: Trace) -> dict[str, Any]:
         "streams": streams.to_dict(orient="records"),
         "steps": steps.to_dict(orient="records"),
         "dropped_steps": list(trace.metadata.get("dropped_steps") or []),
+        "pruned": dict(trace.metadata.get("pruned") or {}),
         "source": source,
         "links": link_coverage(trace),
         "device_properties": [

@@ -131,8 +131,11 @@ def test_operator_slots_are_attributed_to_their_function_only(captured):
     assert mul["src_line"].iloc[0] == SLOT_FUNC_LINE
 
 
-def test_in_memory_conversion_matches_torchs_own_json_export(tmp_path):
+def test_in_memory_conversion_matches_torchs_own_json_export(tmp_path, monkeypatch):
+    """Event for event, with pruning of one-time Python off (it drops Python events torch exports)."""
     from neuron_explorer.collectors.kineto_json import import_kineto_json
+
+    monkeypatch.setenv("NEURON_EXPLORER_NO_PRUNE", "1")
 
     model = torch.nn.Linear(8, 4)
     with ne.profile() as prof:
