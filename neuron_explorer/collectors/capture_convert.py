@@ -243,16 +243,27 @@ def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray) ->
     return out
 
 
+def _thread_ids(values: list[int]) -> np.ndarray:
+    """Profiler thread ids as int64. A thread that was running before the profiler started can
+    carry an id past int64 (torch reports it as an unsigned 64-bit value), which ``np.asarray(...,
+    np.int64)`` refuses (OverflowError, the whole capture lost): such ids keep their 64 bits,
+    read as signed, so every thread still has its own id."""
+    try:
+        return np.asarray(values, np.int64)
+    except OverflowError:
+        return (np.asarray(values, dtype=object) % (1 << 64)).astype(np.uint64).view(np.int64)
+
+
 def _python_rows(tree: TreeSources, op_corr: np.ndarray, op_sys_tid: np.ndarray, pid: np.ndarray) -> dict[str, Any]:
     n = len(tree.py_name)
     out: dict[str, Any] = {"n": n}
     # profiler thread id -> system thread id, learned from ops seen both in the tree and as activities
-    tree_tid = np.asarray(tree.op_tid, np.int64)
+    tree_tid = _thread_ids(tree.op_tid)
     sys_tid = _lookup(np.asarray(tree.op_corr, np.int64), op_corr, op_sys_tid)
     known = sys_tid >= 0
     mapping_keys, first = np.unique(tree_tid[known], return_index=True)
     mapping_vals = sys_tid[known][first]
-    py_tid = np.asarray(tree.py_tid, np.int64)
+    py_tid = _thread_ids(tree.py_tid)
     mapped = _lookup(py_tid, mapping_keys, mapping_vals)
     host_pid = int(np.bincount(pid - pid.min()).argmax() + pid.min()) if pid.size else os.getpid()
     out["tid"] = np.where(mapped >= 0, mapped, py_tid)

@@ -262,3 +262,38 @@ def test_write_failure_when_the_output_cannot_be_created_is_reported(tmp_path):
             torch.ones(2).sum()
     assert prof.path is None and prof.trace is not None  # the capture itself is kept in memory
     assert blocker.read_text().startswith("a file")
+
+
+THREADED_SCRIPT = """
+import threading, time, torch
+stop = False
+def background():
+    while not stop:
+        time.sleep(0.001)
+threading.Thread(target=background, daemon=True).start()
+import neuron_explorer as ne
+x = torch.randn(64, 64)
+with ne.profile(output="threads.parquet") as prof:
+    for _ in range(3):
+        y = x @ x
+        prof.step()
+stop = True
+print(prof.path)
+"""
+
+
+def test_a_thread_started_before_profiling_does_not_lose_the_capture(tmp_path):
+    """torch gives the Python events of a thread that was running before the profiler started
+    the thread id 2**64 - 1; the conversion used to raise OverflowError on it and the whole
+    cycle was lost (a CaptureWarning, no trace) for any program with such a thread."""
+    import subprocess
+
+    (tmp_path / "threaded.py").write_text(THREADED_SCRIPT)
+    r = subprocess.run(
+        [sys.executable, "threaded.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0 and "converting the profile failed" not in r.stderr, r.stderr[-2000:]
+    assert r.stdout.strip().endswith("threads.parquet")
+    df = ne.load(tmp_path / "threads.parquet").to_pandas()
+    assert (df["name"] == "aten::mm").sum() == 3
