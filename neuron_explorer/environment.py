@@ -26,6 +26,7 @@ EXCLUDE = "NEURON_EXPLORER_EXCLUDE"
 AWS_CLI = "NEURON_EXPLORER_AWS_CLI"
 HANDED_OFF = "NEURON_EXPLORER_HANDED_OFF"
 DEBUG = "NEURON_EXPLORER_DEBUG"
+NO_PRUNE = "NEURON_EXPLORER_NO_PRUNE"
 
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 _OFF = ("off", "0", "none")
@@ -118,6 +119,12 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(HANDED_OFF, _text, "set by this tool", "internal: set when a command was handed to AWS's binary"),
         Variable(DEBUG, _flag, "1 or 0 (true/false, yes/no, on/off)", "print tracebacks of capture failures"),
+        Variable(
+            NO_PRUNE,
+            _flag,
+            "1 or 0 (true/false, yes/no, on/off)",
+            "keep every one-time Python call in a capture (no pruning, docs/capture.md)",
+        ),
     )
 }
 

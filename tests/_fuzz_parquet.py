@@ -325,6 +325,53 @@ def _within(v: int | Decimal, low: int) -> bool:
         return False
 
 
+#: How the exports write a true flag (``"yes"``; docs/neuron.md), compared as lower-case text.
+_TRUE_FLAGS = {"yes", "y", "true", "t", "1", "1.0"}
+
+
+def _valid_record(r: dict[str, Any]) -> bool:
+    ts, dur = r.get("timestamp"), r.get("duration")
+    return _fuzz._is_num(ts) and _fuzz._is_num(dur) and _within(ts, -_fuzz.MAX_TIME_NS) and _within(dur, 0)
+
+
+def _flag(v: Any) -> bool:
+    return v is not None and str(v).strip().lower() in _TRUE_FLAGS
+
+
+def _group_key(v: Any) -> float | None:
+    """``packet_aggregation_id`` as a number (a numeric string too), or None."""
+    if isinstance(v, bool) or v is None:
+        return float(v) if isinstance(v, bool) else None
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None if f != f else f
+
+
+def _packet_group_transfers(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """docs/schema.md: DMA transfers are one per packet group. Where a profile has aggregated
+    rows, a group of packets without one (not duplicates) is a transfer of its own, from its
+    first packet's start to its last packet's end: (start, duration) of each such transfer."""
+    if not any(_flag(r.get("aggregated")) for r in records):
+        return []
+    covered = {
+        _group_key(r.get("packet_aggregation_id"))
+        for r in records
+        if _flag(r.get("aggregated")) and not _flag(r.get("duplicate"))
+    }
+    spans: dict[float, list[int]] = {}
+    for r in records:
+        g = _group_key(r.get("packet_aggregation_id"))
+        if g is None or g in covered or _flag(r.get("aggregated")) or _flag(r.get("duplicate")):
+            continue
+        t = int(Decimal(r["timestamp"]).to_integral_value())
+        e = t + int(Decimal(r["duration"]).to_integral_value())
+        lo_hi = spans.setdefault(g, [t, e])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], t), max(lo_hi[1], e)
+    return [(lo, hi - lo) for lo, hi in spans.values()]
+
+
 def reference_neuron(data: bytes) -> dict[str, Any] | None:
     """What a correct import of a legacy Neuron JSON export holds (docs/schema.md, "Validation",
     Neuron), from Python's own parse: for ``instruction`` (kernel events) and ``dma`` (memcpy
@@ -357,11 +404,12 @@ def reference_neuron(data: bytes) -> dict[str, Any] | None:
         kept = []
         for r in records:
             ts, dur = r.get("timestamp"), r.get("duration")
-            ok = _fuzz._is_num(ts) and _fuzz._is_num(dur) and _within(ts, -_fuzz.MAX_TIME_NS) and _within(dur, 0)
-            if ok:
+            if _valid_record(r):
                 kept.append((int(Decimal(ts).to_integral_value()), int(Decimal(dur).to_integral_value())))
             else:
                 out["dropped"] += 1
+        if key == "dma":
+            kept += _packet_group_transfers([r for r in records if _valid_record(r)])
         origin = int(first) if first is not None and kept and min(t for t, _ in kept) >= first else 0
         out[key] = {"starts": sorted(t - origin for t, _ in kept), "durs": sorted(d for _, d in kept)}
     if out["instruction"] is None and out["dma"] is None:

@@ -130,7 +130,9 @@ PRUNE_CCALL_NS = 20_000
 
 
 def prune_enabled() -> bool:
-    return os.environ.get("NEURON_EXPLORER_NO_PRUNE", "") in ("", "0")
+    from neuron_explorer import environment
+
+    return not environment.value(environment.NO_PRUNE)
 
 
 def walk_tree(
