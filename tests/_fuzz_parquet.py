@@ -349,7 +349,7 @@ def _group_key(v: Any) -> float | None:
     return None if f != f else f
 
 
-def _packet_group_transfers(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+def packet_group_transfers(records: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """docs/schema.md: DMA transfers are one per packet group. Where a profile has aggregated
     rows, a group of packets without one (not duplicates) is a transfer of its own, from its
     first packet's start to its last packet's end: (start, duration) of each such transfer."""
@@ -409,7 +409,7 @@ def reference_neuron(data: bytes) -> dict[str, Any] | None:
             else:
                 out["dropped"] += 1
         if key == "dma":
-            kept += _packet_group_transfers([r for r in records if _valid_record(r)])
+            kept += packet_group_transfers([r for r in records if _valid_record(r)])
         origin = int(first) if first is not None and kept and min(t for t, _ in kept) >= first else 0
         out[key] = {"starts": sorted(t - origin for t, _ in kept), "durs": sorted(d for _, d in kept)}
     if out["instruction"] is None and out["dma"] is None:
