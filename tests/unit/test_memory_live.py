@@ -39,7 +39,7 @@ MEMORY_TRACES = (
     "local/cpu_mlp_step4.json",
     "local/example_cpu_small.json",
 )
-#: the 216k-event V100 training trace (26,770 device memory events), in ../shared only
+#: the 216k-event V100 training trace (26,770 device memory events), bundled in tests/data (conftest)
 SCALE_FIXTURE = "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
 
 
