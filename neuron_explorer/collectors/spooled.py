@@ -89,7 +89,7 @@ from neuron_explorer.trace.arrow import (
     string_array,
     to_numpy,
 )
-from neuron_explorer.trace.atomic import forget_temporary, register_temporary
+from neuron_explorer.trace.atomic import forget_temporary, process_alive, register_temporary
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.repairs import Repairs
@@ -133,7 +133,7 @@ def remove_stale_spools(parent: Path) -> list[Path]:
             pid = int((d / OWNER_FILE).read_text().strip())
         except (OSError, ValueError):
             continue
-        if pid == os.getpid() or _alive(pid):
+        if process_alive(pid):
             continue
         shutil.rmtree(d, ignore_errors=True)
         removed.append(d)
@@ -143,16 +143,6 @@ def remove_stale_spools(parent: Path) -> list[Path]:
 def _remove_spool(directory: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
     forget_temporary(directory)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # (another user's process: it exists)
-        return True
-    return True
 
 
 class NotSpoolable(Exception):

@@ -116,7 +116,8 @@ def _tmp_pattern(name: str) -> re.Pattern[str]:
     return re.compile(re.escape(f".{name}{TMP_TAG}") + r"(\d+)-[^/]*" + re.escape(TMP_SUFFIX))
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (this process included; another user's counts as running)."""
     if pid == os.getpid():
         return True
     try:
@@ -139,7 +140,7 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
         return removed
     for entry in names:
         m = pattern.fullmatch(entry)
-        if not m or _alive(int(m.group(1))):
+        if not m or process_alive(int(m.group(1))):
             continue
         stale = path.parent / entry
         with suppress(OSError):
