@@ -14,6 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from neuron_explorer.collectors.neuron.model import ENGINE_TABLE_COLUMNS
+
 #: Below this share of the run for both the engines and the DMA queues, a core is "mostly idle".
 IDLE_BELOW_PCT = 20.0
 OPERATOR_COLUMNS = ("device", "layer", "hlo_op", "hlo_name", "instructions", "device_ns", "device_pct", "engines")
@@ -201,19 +203,8 @@ def summary_table(metadata: Mapping[str, Any]) -> pd.DataFrame:
     return df[lead + sorted(c for c in df.columns if c not in lead)]
 
 
-ENGINE_COLUMNS = (
-    "device",
-    "unit",
-    "type",
-    "instructions",
-    "waits",
-    "transfers",
-    "bytes",
-    "active_ns",
-    "kernel_active_ns",
-    "kernel_util_pct",
-    "span_util_pct",
-)
+#: the per-engine table's columns, as the importer writes them into the metadata (one list)
+ENGINE_COLUMNS = ENGINE_TABLE_COLUMNS
 
 
 def engine_table(metadata: Mapping[str, Any]) -> pd.DataFrame:
