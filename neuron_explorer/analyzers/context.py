@@ -293,13 +293,14 @@ def ukey(rank: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def lookup(keys: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Row position in ``keys`` of each target key (-1 when absent or null)."""
+    """Row position in ``keys`` of each target key (-1 when absent or null, i.e. negative).
+    With duplicate keys, the first row holding the key."""
     index = pd.Index(keys)
     if not index.is_unique:
-        index = index.drop_duplicates()
-        pos_of_unique = pd.Index(keys).get_indexer(index)
+        uniq, first = np.unique(np.asarray(keys), return_index=True)  # first row of each key
+        index, pos_of_unique = pd.Index(uniq), first
         found = index.get_indexer(targets)
-        return np.where(found >= 0, pos_of_unique[found], -1)
+        return np.where((found >= 0) & (targets >= 0), pos_of_unique[np.maximum(found, 0)], -1)
     found = index.get_indexer(targets)
     return np.where(targets < 0, -1, found)
 

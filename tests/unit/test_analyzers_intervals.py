@@ -174,3 +174,18 @@ def test_queue_depth_of_one_stream_at_negative_times() -> None:
         {"rank": 0, "device": 0, "stream": [0, 0], "launch_start_ns": [-10, 2], "start_ns": [-9, 3], "dur_ns": [14, 1]}
     )
     assert _queue_depth(ev).tolist() == [0, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2, 6), max_size=30), st.lists(st.integers(-2, 8), max_size=30))
+def test_lookup_finds_the_first_row_of_each_key_and_never_a_null(keys, targets):
+    """``context.lookup`` (the id joins under the graph and the attribution), duplicates and null
+    (negative) keys included, against a dictionary of first positions."""
+    from neuron_explorer.analyzers.context import lookup
+
+    first: dict[int, int] = {}
+    for pos, k in enumerate(keys):
+        first.setdefault(k, pos)
+    want = [first.get(t, -1) if t >= 0 else -1 for t in targets]
+    got = lookup(np.array(keys, dtype=np.int64), np.array(targets, dtype=np.int64))
+    assert list(got) == want
