@@ -17,10 +17,12 @@ start). Its class says what that work waited on:
   launch on its stream: launched before the trace began, queued since the window opened;
 - ``unrecorded``: none of these: a dependency the trace does not record.
 
-A rank whose every launched device event starts at least ``CLOCK_SKEW_NS`` after its launch
-call began (``launches.launch_events``: launch delay) has host and device clocks that disagree
-(or a window that cut the queue's start): its gaps are class ``clock``, a data-quality note,
-not a bottleneck.
+A rank on which every launched device event (at least ``CLOCK_MIN_EVENTS``) starts at least
+``CLOCK_SKEW_NS`` after its launch call began, including work launched onto an idle device (its
+stream and every other stream of the device done before the call), which no queue explains,
+has host and device clocks that disagree (or a window that cut what the device waited on): a
+launch takes microseconds. Its gaps are class ``clock``, a data-quality note, not a
+bottleneck. (A host that always runs ahead of a busy device has no launch onto an idle one.)
 
 Queued time: per gap ``[g0, g1)`` (no device event of the device runs), the suffix minimum of
 the queued-from times (launch end + ``attribution.QUEUE_GRACE_NS``) of the events starting at
@@ -80,19 +82,36 @@ def queue_waits(frames: TraceFrames) -> pd.DataFrame:
 
 
 def clock_skewed_ranks(frames: TraceFrames) -> pd.DataFrame:
-    """Ranks whose every launched device event starts ``CLOCK_SKEW_NS`` or more after its launch:
-    ``rank``, ``events``, ``min_delay_ns``, ``median_delay_ns``."""
+    """Ranks whose every launched device event waited ``CLOCK_SKEW_NS`` or more, one of them
+    launched onto an idle device (module docstring): ``rank``, ``events``, ``min_delay_ns``,
+    ``median_delay_ns``, ``free`` (launches onto an idle device)."""
     return frames.memo("clock_skewed_ranks", lambda: _clock_skew(frames))
 
 
 def _clock_skew(frames: TraceFrames) -> pd.DataFrame:
+    cols = ("rank", "events", "min_delay_ns", "median_delay_ns", "free")
     ev = frames.launch_events
     if not len(ev):
-        return pd.DataFrame({c: pd.Series(dtype="int64") for c in ("rank", "events", "min_delay_ns", "median_delay_ns")})
-    g = ev.groupby("rank")["launch_delay_ns"].agg(events="size", min_delay_ns="min", median_delay_ns="median")
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
+    # launches onto a drained stream of an idle device: nothing recorded explains a wait there
+    ev = ev.sort_values(["rank", "device", "start_ns"], kind="stable")
+    start = ev["start_ns"].to_numpy().astype(np.int64)
+    end = start + ev["dur_ns"].to_numpy().astype(np.int64)
+    dkey = pd.factorize(pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["device"].to_numpy()]))[0]
+    skey = pd.factorize(pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["device"].to_numpy(), ev["stream"].to_numpy()]))[0]
+    device_end = _previous_in_group(pd.Series(end).groupby(dkey).cummax().to_numpy().astype(np.int64), dkey, _NEG)
+    stream_end = _previous_in_group(pd.Series(end).groupby(skey).cummax().to_numpy().astype(np.int64), skey, _NEG)
+    launch = ev["launch_start_ns"].to_numpy().astype(np.int64)
+    ev = ev.assign(free=(stream_end <= launch) & (device_end <= launch))
+    g = ev.groupby("rank").agg(
+        events=("launch_delay_ns", "size"),
+        min_delay_ns=("launch_delay_ns", "min"),
+        median_delay_ns=("launch_delay_ns", "median"),
+        free=("free", "sum"),
+    )
     g = g.reset_index()
-    g = g[(g["events"] >= CLOCK_MIN_EVENTS) & (g["min_delay_ns"] >= CLOCK_SKEW_NS)]
-    return g.astype({"median_delay_ns": "int64"}).reset_index(drop=True)
+    g = g[(g["events"] >= CLOCK_MIN_EVENTS) & (g["free"] >= 1) & (g["min_delay_ns"] >= CLOCK_SKEW_NS)]
+    return g.astype({"median_delay_ns": "int64"}).reset_index(drop=True)[list(cols)]
 
 
 def _queue_waits(frames: TraceFrames) -> pd.DataFrame:
