@@ -350,7 +350,8 @@ def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
         # the host blocks on a queue that waits on a dependency: name what the device waits on
         waits = {c: top.metrics.get(f"{c}_ns", {}).get("value", 0) for c in queued.WAIT_LABELS}
         on = queued.WAIT_LABELS[max(waits, key=lambda c: waits[c])]
-        text = f"Mostly the device idle with launched work queued, waiting on {on} ({top.metrics['queued_idle_pct']['value']:.0f}% of step time)"
+        pct = top.metrics["queued_idle_pct"]["value"]
+        text += f", the device waiting on {on} with launched work queued ({pct:.0f}% of step time)"
     if top is not None:
         text += f"; top issue: {top.title}"
     return text + "."

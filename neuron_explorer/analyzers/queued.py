@@ -93,16 +93,21 @@ def _clock_skew(frames: TraceFrames) -> pd.DataFrame:
     ev = frames.launch_events
     if not len(ev):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
-    # launches onto a drained stream of an idle device: nothing recorded explains a wait there
-    ev = ev.sort_values(["rank", "device", "start_ns"], kind="stable")
-    start = ev["start_ns"].to_numpy().astype(np.int64)
-    end = start + ev["dur_ns"].to_numpy().astype(np.int64)
-    dkey = pd.factorize(pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["device"].to_numpy()]))[0]
-    skey = pd.factorize(pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["device"].to_numpy(), ev["stream"].to_numpy()]))[0]
+    # launches onto a drained stream of an idle device (every device event counts, linked or
+    # not): nothing recorded explains a wait there
+    dev = frames.device  # sorted by rank, device, start
+    start = dev["start_ns"].to_numpy().astype(np.int64)
+    end = start + dev["dur_ns"].to_numpy().astype(np.int64)
+    dkey = pd.factorize(pd.MultiIndex.from_arrays([dev["rank"].to_numpy(), dev["device"].to_numpy()]))[0]
+    skey = pd.factorize(
+        pd.MultiIndex.from_arrays([dev["rank"].to_numpy(), dev["device"].to_numpy(), dev["stream"].to_numpy()])
+    )[0]
     device_end = _previous_in_group(pd.Series(end).groupby(dkey).cummax().to_numpy().astype(np.int64), dkey, _NEG)
     stream_end = _previous_in_group(pd.Series(end).groupby(skey).cummax().to_numpy().astype(np.int64), skey, _NEG)
+    row = lookup(ukey(dev["rank"].to_numpy(), dev["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy()))
     launch = ev["launch_start_ns"].to_numpy().astype(np.int64)
-    ev = ev.assign(free=(stream_end <= launch) & (device_end <= launch))
+    before = np.maximum(device_end, stream_end)[np.maximum(row, 0)]
+    ev = ev.assign(free=(row >= 0) & (before <= launch))
     g = ev.groupby("rank").agg(
         events=("launch_delay_ns", "size"),
         min_delay_ns=("launch_delay_ns", "min"),

@@ -110,3 +110,89 @@ def test_the_waiting_work_is_the_next_kernel_of_the_replay(graph_result) -> None
     names = set(pieces["name"])
     assert names == {f"graph_kernel_{i}" for i in range(1, KERNELS)}
     assert ((pieces["end_ns"] - pieces["start_ns"]) == K_GAP * 1000).all()
+
+
+def _findings(lay: Layout):
+    a = analyze(lay.trace())
+    return a, [f for f in a.findings if f.rule_id == "device_queue_wait"]
+
+
+def _step(lay: Layout, end_us: int) -> None:
+    lay.host("step", "ProfilerStep#0", 0, end_us)
+
+
+def test_work_waiting_on_another_devices_stream_event_is_a_cross_stream_wait() -> None:
+    # device 1 runs X for 5 ms; device 0's kernel B waits on an event recorded after X
+    lay = Layout()
+    _step(lay, 6_000)
+    x_call = lay.host("runtime", "cudaLaunchKernel", 100, 105)
+    x = lay.device("producer", 20, 110, 5_110, x_call)
+    lay.rows[x]["device"] = 1
+    lay.host("runtime", "cudaEventRecord", 120, 125, correlation_id=501)
+    lay.host("runtime", "cudaStreamWaitEvent", 130, 135, correlation_id=502)
+    lay.stream_wait(130, waited=20, waiting=7, record_corr=501, corr=502)
+    b_call = lay.host("runtime", "cudaLaunchKernel", 140, 145)
+    lay.device("consumer", 7, 5_120, 5_220, b_call)
+    _a, found = _findings(lay)
+    (f,) = found
+    queued_from = 145 + 10  # launch end + the queue grace (attribution.QUEUE_GRACE_NS)
+    assert f.metrics["cross_stream_ns"]["value"] == (5_120 - queued_from) * 1000
+    assert f.metrics["queued_idle_ns"]["value"] == (5_120 - queued_from) * 1000
+    assert "another stream's event" in f.title and "wait_stream" in f.recommendation
+
+
+def test_work_launched_before_the_trace_began_is_queued_from_the_window_start() -> None:
+    lay = Layout()
+    _step(lay, 10_000)
+    lay.device("left_over_gemm", 7, 2_000, 4_000, None)  # its launch is before the window
+    k = lay.host("runtime", "cudaLaunchKernel", 3_000, 3_010)
+    lay.device("next_kernel", 7, 4_000, 4_100, k)
+    _a, found = _findings(lay)
+    (f,) = found
+    assert f.metrics["before_trace_ns"]["value"] == 2_000 * 1000  # from the step's start to the work
+    assert f.metrics["queued_idle_ns"]["value"] == 2_000 * 1000
+    assert "before the trace began" in f.title and "torch.profiler.schedule" in f.recommendation
+
+
+def test_a_queued_collective_waits_for_its_peers() -> None:
+    lay = Layout()
+    _step(lay, 5_000)
+    k = lay.host("runtime", "cudaLaunchKernel", 100, 105)
+    lay.device("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 7, 3_000, 4_000, k, kind="collective")
+    _a, found = _findings(lay)
+    (f,) = found
+    assert f.metrics["collective_ns"]["value"] == (3_000 - 115) * 1000
+    assert "collective's peers" in f.title
+
+
+def test_every_kernel_starting_long_after_its_launch_is_a_clock_note_not_a_bottleneck() -> None:
+    lay = Layout()
+    _step(lay, 20_000)
+    for i in range(10):  # each kernel 3 ms after its launch; the first onto an idle device
+        t = 100 + i * 1_000
+        call = lay.host("runtime", "cudaLaunchKernel", t, t + 5)
+        lay.device(f"k{i}", 7, t + 3_000, t + 3_100, call)
+    a, found = _findings(lay)
+    (note,) = found  # no bottleneck finding beside it
+    assert note.severity == "info" and note.cost_ns == 0
+    assert note.metrics["min_launch_delay_ns"]["value"] == 3_000 * 1000
+    assert "clocks disagree" in note.title
+    assert "graph" not in a.summary["verdict"]
+
+
+def test_a_host_running_ahead_of_a_busy_device_is_a_queue_not_clock_skew() -> None:
+    # every launch waits over 1 ms, but each behind a busy stream (the first behind work
+    # launched before the window): the queue explains it
+    lay = Layout()
+    _step(lay, 20_000)
+    lay.device("long_kernel", 7, 0, 5_000, None)
+    for i in range(10):
+        t = 200 + i * 100
+        call = lay.host("runtime", "cudaLaunchKernel", t, t + 5)
+        lay.device(f"k{i}", 7, 5_000 + i * 100, 5_100 + i * 100, call)
+    _a, found = _findings(lay)
+    assert found == []  # no clock note, and the device never idles with work queued
+
+
+def test_no_clock_note_on_the_graph_layout(graph_result) -> None:
+    assert not [f for f in graph_result.findings if f.rule_id == "device_queue_wait" and f.severity == "info"]
