@@ -14,7 +14,8 @@ start). Its class says what that work waited on:
 - ``graph``: it is not the first work of its launch on its stream (a CUDA/HIP graph replay:
   one launch, many kernels): it waits on the graph's internal dependencies;
 - ``before_trace``: it has no launch in the trace and starts before the rank's first recorded
-  launch on its stream: launched before the trace began, queued since the window opened;
+  launch (the device ran it before the host launched anything in the window): launched before
+  the trace began, queued since the rank's first event;
 - ``unrecorded``: none of these: a dependency the trace does not record.
 
 A rank on which every launched device event (at least ``CLOCK_MIN_EVENTS``) starts at least
@@ -142,11 +143,12 @@ def _queue_waits(frames: TraceFrames) -> pd.DataFrame:
     launch_end = np.where(linked, launch_start + (ev["launch_dur_ns"].to_numpy()[safe] if len(ev) else 0), _INF)
     queued_from = np.where(linked, launch_end + QUEUE_GRACE_NS, _INF)
 
-    # work without a launch, on a stream, before that stream's first recorded launch: launched
-    # before the trace began, so queued since the rank's first event
+    # work without a launch that starts before the rank's first recorded launch: the device ran
+    # it before the host launched anything in the window, so it was launched before the trace
+    # began and queued since the rank's first event
     skey = pd.MultiIndex.from_arrays([rank, device, stream])
     scode = pd.factorize(skey)[0].astype(np.int64)
-    first_launch = pd.Series(np.where(linked, launch_start, _INF)).groupby(scode).transform("min").to_numpy()
+    first_launch = pd.Series(np.where(linked, launch_start, _INF)).groupby(rank).transform("min").to_numpy()
     rank_has_links = pd.Series(linked).groupby(rank).transform("any").to_numpy()
     before = ~linked & rank_has_links & (start < first_launch)
     rank_t0 = _rank_starts(frames, rank)
