@@ -351,7 +351,11 @@ def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
         waits = {c: top.metrics.get(f"{c}_ns", {}).get("value", 0) for c in queued.WAIT_LABELS}
         on = queued.WAIT_LABELS[max(waits, key=lambda c: waits[c])]
         pct = top.metrics["queued_idle_pct"]["value"]
-        text += f", the device waiting on {on} with launched work queued ({pct:.0f}% of step time)"
+        text += (
+            f", waiting on {on}"
+            if name == "device_wait"
+            else f", the device waiting on {on} with launched work queued ({pct:.0f}% of step time)"
+        )
     if top is not None:
         text += f"; top issue: {top.title}"
     return text + "."

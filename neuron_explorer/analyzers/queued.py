@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.attribution import QUEUE_GRACE_NS, blocking_calls
+from neuron_explorer.analyzers.attribution import QUEUE_GRACE_NS
 from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
 from neuron_explorer.analyzers.intervals import clip_to_windows, union_length
 from neuron_explorer.trace.schema import Kind
@@ -105,7 +105,9 @@ def _clock_skew(frames: TraceFrames) -> pd.DataFrame:
     )[0]
     device_end = _previous_in_group(pd.Series(end).groupby(dkey).cummax().to_numpy().astype(np.int64), dkey, _NEG)
     stream_end = _previous_in_group(pd.Series(end).groupby(skey).cummax().to_numpy().astype(np.int64), skey, _NEG)
-    row = lookup(ukey(dev["rank"].to_numpy(), dev["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy()))
+    row = lookup(
+        ukey(dev["rank"].to_numpy(), dev["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy())
+    )
     launch = ev["launch_start_ns"].to_numpy().astype(np.int64)
     before = np.maximum(device_end, stream_end)[np.maximum(row, 0)]
     ev = ev.assign(free=(row >= 0) & (before <= launch))
@@ -255,7 +257,11 @@ def _after_stream_wait(
     rec = pd.DataFrame({"key": wr * (1 << 32) + ws, "t": wt.astype(np.int64)}).sort_values("t")
     prev_launch = _previous_in_group(np.where(linked, launch_start, _NEG).astype(np.int64), scode, _NEG)
     probe = pd.DataFrame(
-        {"key": rank * (1 << 32) + stream, "t": np.where(linked, launch_start, _NEG).astype(np.int64), "row": np.arange(len(rank))}
+        {
+            "key": rank * (1 << 32) + stream,
+            "t": np.where(linked, launch_start, _NEG).astype(np.int64),
+            "row": np.arange(len(rank)),
+        }
     )
     probe = probe[linked].sort_values("t")
     if not len(probe):
@@ -323,7 +329,11 @@ def copy_queue_split(frames: TraceFrames, calls: pd.DataFrame) -> pd.DataFrame:
         start = dev["start_ns"].to_numpy().astype(np.int64)
         launched_at = np.where(pos >= 0, ev["launch_start_ns"].to_numpy()[np.maximum(pos, 0)] if len(ev) else 0, start)
         work = pd.DataFrame(
-            {"key": rank * (1 << 32) + stream, "t": launched_at.astype(np.int64), "end": start + dev["dur_ns"].to_numpy()}
+            {
+                "key": rank * (1 << 32) + stream,
+                "t": launched_at.astype(np.int64),
+                "end": start + dev["dur_ns"].to_numpy(),
+            }
         ).sort_values(["key", "t"], kind="stable")
         work["end"] = work.groupby("key")["end"].cummax().astype("Int64")  # (nullable: exact ns after the join)
         probe = pd.DataFrame(

@@ -67,7 +67,11 @@ LATER_OWN_US = COPY_LAG + COPY_TAIL  # call [t, t+10): memcpy [t+5, t+7)
 OWN_US = FIRST_OWN_US + (COPIES - 1) * LATER_OWN_US
 # the first copy waits from its call to the replay's end, minus the kernels that run meanwhile
 FIRST_KERNEL_AFTER = next(i for i in range(KERNELS) if kernel_start(i) >= COPY0_AT)
-QUEUE_US = (REPLAY_END - COPY0_AT) - (KERNELS - FIRST_KERNEL_AFTER) * K_DUR - max(0, kernel_start(FIRST_KERNEL_AFTER - 1) + K_DUR - COPY0_AT)
+QUEUE_US = (
+    (REPLAY_END - COPY0_AT)
+    - (KERNELS - FIRST_KERNEL_AFTER) * K_DUR
+    - max(0, kernel_start(FIRST_KERNEL_AFTER - 1) + K_DUR - COPY0_AT)
+)
 
 
 @pytest.fixture(scope="module")

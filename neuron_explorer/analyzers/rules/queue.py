@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import blocking_calls
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.queued import WAIT_LABELS, clock_skewed_ranks, queue_wait_totals, queue_waits, under_spans_ns
+from neuron_explorer.analyzers.queued import (
+    WAIT_LABELS,
+    clock_skewed_ranks,
+    queue_wait_totals,
+    queue_waits,
+    under_spans_ns,
+)
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -77,38 +84,35 @@ def device_queue_wait(ctx: RuleContext) -> list[Finding]:
     parts = [f"{ms(totals[c])} {WAIT_LABELS[c]}" for c in totals if totals[c] and c != "clock"]
     blocked = calls[_overlaps(calls, real)]
     ids = [int(i) for i in worst["event_id"]] + [int(i) for i in blocked.nlargest(5, "dur_ns")["event_id"]]
-    return [
-        ctx.finding(
-            title=f"Device idle {pct:.1f}% of step time with launched work queued, waiting on {WAIT_LABELS[top]}",
-            message=(
-                f"In {len(real)} gaps the device ran nothing for {ms(total)} while launched work waited to start: "
-                + "; ".join(parts)
-                + f". {ms(under)} of it with the host blocked in a copy or sync that waits for this queue"
-                + " (the host is not what the device waits for). Work that ended the longest waits: "
-                + ", ".join(f"{n} ({ms(s)} over {k} gaps)" for n, (s, k) in by_work.iterrows())
-                + "."
-            ),
-            metrics={
-                "queued_idle_ns": metric(int(total), "ns"),
-                "queued_idle_pct": metric(pct, "%"),
-                "under_blocking_ns": metric(int(under), "ns"),
-                "gaps": metric(len(real), "gaps"),
-                **{f"{c}_ns": metric(int(v), "ns") for c, v in totals.items() if c != "clock"},
-            },
-            # the part in its attribution category (the ledger bills one category per finding)
-            cost_ns=int(under if category == "host_blocked" else total - under),
-            category=category,
-            time_ranges=[[int(s), int(e)] for s, e in zip(worst["start_ns"], worst["end_ns"])],
-            event_ids=ids,
-            recommendation=ADVICE[top],
-        )
-    ] + findings
+    main = ctx.finding(
+        title=f"Device idle {pct:.1f}% of step time with launched work queued, waiting on {WAIT_LABELS[top]}",
+        message=(
+            f"In {len(real)} gaps the device ran nothing for {ms(total)} while launched work waited to start: "
+            + "; ".join(parts)
+            + f". {ms(under)} of it with the host blocked in a copy or sync that waits for this queue"
+            + " (the host is not what the device waits for). Work that ended the longest waits: "
+            + ", ".join(f"{n} ({ms(s)} over {k} gaps)" for n, (s, k) in by_work.iterrows())
+            + "."
+        ),
+        metrics={
+            "queued_idle_ns": metric(int(total), "ns"),
+            "queued_idle_pct": metric(pct, "%"),
+            "under_blocking_ns": metric(int(under), "ns"),
+            "gaps": metric(len(real), "gaps"),
+            **{f"{c}_ns": metric(int(v), "ns") for c, v in totals.items() if c != "clock"},
+        },
+        # the part in its attribution category (the ledger bills one category per finding)
+        cost_ns=int(under if category == "host_blocked" else total - under),
+        category=category,
+        time_ranges=[[int(s), int(e)] for s, e in zip(worst["start_ns"], worst["end_ns"])],
+        event_ids=ids,
+        recommendation=ADVICE[top],
+    )
+    return [main, *findings]
 
 
 def _overlaps(calls: pd.DataFrame, pieces: pd.DataFrame) -> pd.Series:
     """Calls that overlap a queued idle piece of their rank (a sorted search per call)."""
-    import numpy as np
-
     hit = np.zeros(len(calls), bool)
     cs = calls["start_ns"].to_numpy()
     ce = cs + calls["dur_ns"].to_numpy()
