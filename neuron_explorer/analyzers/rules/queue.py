@@ -81,7 +81,7 @@ def device_queue_wait(ctx: RuleContext) -> list[Finding]:
     by_work = real.assign(dur_ns=dur).groupby("name", observed=True)["dur_ns"].agg(["sum", "size"])
     by_work = by_work.sort_values("sum", ascending=False).head(3)
     worst = real.assign(dur_ns=dur).sort_values("dur_ns", ascending=False).head(5)
-    parts = [f"{ms(totals[c])} {WAIT_LABELS[c]}" for c in totals if totals[c] and c != "clock"]
+    parts = [f"{ms(totals[c])} on {WAIT_LABELS[c]}" for c in totals if totals[c] and c != "clock"]
     blocked = calls[_overlaps(calls, real)]
     ids = [int(i) for i in worst["event_id"]] + [int(i) for i in blocked.nlargest(5, "dur_ns")["event_id"]]
     main = ctx.finding(
