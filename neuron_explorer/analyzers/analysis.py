@@ -28,6 +28,7 @@ from neuron_explorer.analyzers import (
     ops,
     overlap,
     perf,
+    queued,
     ranks,
     source_lines,
     steps,
@@ -345,6 +346,16 @@ def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
     labels = attribution.HOST_ONLY_LABELS if summary["device_types"] == ["cpu"] else attribution.CATEGORY_LABELS
     name = max(attribution.CATEGORY_NAMES, key=lambda c: summary[f"{c}_pct"])
     text = f"Mostly {labels[name]} ({summary[f'{name}_pct']:.0f}% of step time)"
+    if top is not None and top.rule_id == "device_queue_wait" and name in ("host_blocked", "device_wait"):
+        # the host blocks on a queue that waits on a dependency: name what the device waits on
+        waits = {c: top.metrics.get(f"{c}_ns", {}).get("value", 0) for c in queued.WAIT_LABELS}
+        on = queued.WAIT_LABELS[max(waits, key=lambda c: waits[c])]
+        pct = top.metrics["queued_idle_pct"]["value"]
+        text += (
+            f", waiting on {on}"
+            if name == "device_wait"
+            else f", the device waiting on {on} with launched work queued ({pct:.0f}% of step time)"
+        )
     if top is not None:
         text += f"; top issue: {top.title}"
     return text + "."

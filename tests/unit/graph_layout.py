@@ -57,6 +57,7 @@ class Layout:
         launch: int | None,
         kind: str = "kernel",
         op: int | None = None,
+        **extra: Any,
     ) -> int:
         return self._add(
             kind=kind,
@@ -71,6 +72,7 @@ class Layout:
             dur_ns=int((end_us - start_us) * US),
             launch_id=launch,
             op_id=op,
+            **extra,
         )
 
     def stream_wait(self, at_us: float, waited: int, waiting: int, record_corr: int, corr: int) -> int:

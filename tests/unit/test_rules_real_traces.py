@@ -74,6 +74,8 @@ CASES = [
     ("python_overhead", "cpu_small", "cpu_mlp", ()),
     ("host_bound", "alexnet", "qwen_h100", ()),
     ("sync_memcpy", "alexnet", "vllm_graph", (("sync_memcpy.min_pct", 0.0),)),
+    # kernels waiting behind collectives and unrecorded dependencies (DDP rank 0)
+    ("device_queue_wait", "sampled0", "alexnet", ()),
     ("small_h2d", "sampled0", "vllm_graph", (("small_h2d.min_per_step", 1.0),)),
     ("memory_capacity", "dfir", "qwen_h100", (("memory_capacity.max_peak_pct", 30.0),)),
     ("alloc_churn", "qwen_h100", "dfir", ()),

@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls
+from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls, exposed_ns
 from neuron_explorer.analyzers.context import ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import activations_by_module, at_peak_view
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
+from neuron_explorer.analyzers.queued import copy_queue_split
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -46,8 +47,12 @@ def _memcpys(ctx: RuleContext) -> pd.DataFrame:
 def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     """Copies that block the host: a blocking runtime call (``cudaMemcpy``, ``hipMemcpyWithStream``)
     or an async copy from/to pageable host memory, which the driver makes synchronous (Nsight's
-    cuda_memcpy_async / cuda_memcpy_sync). Cost: the ``host_blocked`` time under those calls
-    (the device running nothing meanwhile), inside steps; the op and user line of each copy."""
+    cuda_memcpy_async / cuda_memcpy_sync). Each call is cut where the work queued before it on
+    its copy's stream ends (``queued.copy_queue_split``): before, the call waits for that queue
+    (what the queue waits on is ``device_queue_wait``'s); after, for its own transfer. Cost: the
+    ``host_blocked`` time under the own-transfer parts (the device running nothing meanwhile),
+    inside steps; pinned-memory advice only when that part is at least ``min_pct``. Copies
+    that mostly wait for the queue get a finding that says so, priced at their own part."""
     m = _memcpys(ctx)
     calls = blocking_calls(ctx.frames)
     copies = calls[calls["reason"] == "copy"]
@@ -55,47 +60,76 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     if not len(copies):
         return []
     blocked = blocked_by_copies_ns(ctx.frames)
+    split = copy_queue_split(ctx.frames, copies)
+    own_spans = split.assign(start_ns=split["start_ns"] + split["queue_dur_ns"], dur_ns=split["own_dur_ns"])
+    own = exposed_ns(ctx.frames, own_spans[own_spans["dur_ns"] > 0])
+    queued = exposed_ns(ctx.frames, split.assign(dur_ns=split["queue_dur_ns"])[split["queue_dur_ns"] > 0])
     wall = attributed_wall_ns(ctx.analysis) or 1
-    pct = 100.0 * blocked / wall
-    if pct < ctx.threshold("min_pct"):
+    pct, queue_pct = 100.0 * own / wall, 100.0 * queued / wall
+    if max(pct, queue_pct) < ctx.threshold("min_pct"):
         return []
     inside = calls_in_steps(ctx, copies)
     loop = copies[inside] if inside.any() else copies
+    loop_split = split[inside] if inside.any() else split
     ops = issuing_ops(ctx, loop).assign(dur_ns=loop["dur_ns"].to_numpy())
     top_ops = ops["name"].dropna().astype(str).value_counts().head(3).index.tolist()
     kinds = m.loc[pageable, "memcpy_kind"].astype(str).value_counts().head(2).index.tolist()
+    waiting = int((loop_split["queue_dur_ns"] > 0).sum())
+    blocking = int((loop_split["own_dur_ns"] > 0).sum())
     tr, ids = ranges(loop)
+    issued = f"; issued by {', '.join(top_ops)}" if top_ops else ""
+    queue_words = (
+        f"{ms(queued)} of it, in {waiting} copies, waits for device work queued before them on their stream "
+        "(what that work waits on: device_queue_wait), not for the copies"
+    )
+    metrics = {
+        "copies": metric(blocking, "copies"),
+        "pageable": metric(int(pageable.sum()), "copies"),
+        "blocked_ns": metric(int(blocked), "ns"),
+        "own_transfer_ns": metric(int(own), "ns"),
+        "queue_wait_ns": metric(int(queued), "ns"),
+        "blocked_pct": metric(pct, "%"),
+        "copy_call_ns": metric(int(loop["dur_ns"].sum()), "ns"),
+    }
+    common = {"metrics": metrics, "cost_ns": int(own), "category": "host_blocked", "time_ranges": tr,
+              "event_ids": ids, "source_lines": lines_from(ops, "dur_ns")}  # fmt: skip
+    if pct < ctx.threshold("min_pct"):  # the copies wait for the queue: pinning them saves nothing
+        return [
+            ctx.finding(
+                title=f"{waiting} blocking copies wait {ms(queued)} for device work queued before them",
+                message=(
+                    f"{len(copies)} copy calls held the host for {ms(blocked)} with the device running nothing; "
+                    f"{queue_words}. Their own transfers cost {ms(own)} ({pct:.2f}% of step time){issued}."
+                ),
+                recommendation=(
+                    "Pinned memory would save nothing here: the copies wait for the work queued before them, so fix "
+                    "what that work waits on (the device_queue_wait finding) or read results back less often: keep "
+                    "them on the device and call .item()/.cpu() once every N steps."
+                ),
+                **common,
+            )
+        ]
     return [
         ctx.finding(
-            title=f"{len(loop)} blocking copies hold the host {pct:.1f}% of step time",
+            title=f"{blocking} blocking copies hold the host {pct:.1f}% of step time",
             message=(
-                f"{len(copies)} copy calls blocked the host for {ms(loop['dur_ns'].sum())} in steps, {ms(blocked)} of it "
-                f"with the device running nothing"
+                f"{len(copies)} copy calls blocked the host for {ms(loop['dur_ns'].sum())} in steps, {ms(own)} of it "
+                "for their own transfers with the device running nothing"
+                + (f" ({queue_words})" if queued else "")
                 + (
                     f"; {int(pageable.sum())} copies touched pageable memory ({', '.join(kinds)})"
                     if pageable.any()
                     else ""
                 )
-                + (f"; issued by {', '.join(top_ops)}" if top_ops else "")
+                + issued
                 + "."
             ),
-            metrics={
-                "copies": metric(len(loop), "copies"),
-                "pageable": metric(int(pageable.sum()), "copies"),
-                "blocked_ns": metric(int(blocked), "ns"),
-                "blocked_pct": metric(pct, "%"),
-                "copy_call_ns": metric(int(loop["dur_ns"].sum()), "ns"),
-            },
-            cost_ns=int(blocked),
-            category="host_blocked",
-            time_ranges=tr,
-            event_ids=ids,
-            source_lines=lines_from(ops, "dur_ns"),
             recommendation=(
                 "Copy through pinned memory without blocking: DataLoader(..., pin_memory=True) or tensor.pin_memory(), "
                 "then tensor.to(device, non_blocking=True); keep results on the device instead of .cpu()/.item()/"
                 ".numpy() inside the step, and read them back every N steps."
             ),
+            **common,
         )
     ]
 
