@@ -10,6 +10,7 @@ from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
+from neuron_explorer.analyzers.rules._advice import compile_advice
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -309,7 +310,7 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
             category="host_launch",
             source_lines=top_source_lines(ctx.analysis, "host_ns"),
             recommendation=(
-                "Reduce host work per step: torch.compile(model) (mode='reduce-overhead' adds CUDA graphs), "
+                f"Reduce host work per step: {compile_advice(ctx.frames.hardware)}, "
                 "fewer and larger ops, DataLoader workers for input work, and no per-step Python bookkeeping."
             ),
         )
