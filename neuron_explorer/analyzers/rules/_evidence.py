@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,26 @@ def is_user_file(path: str | None) -> bool:
     """The user's own code: not torch, the standard library, installed packages, this tool,
     generated code (see ``trace.frames.path_origin``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
     return bool(path) and path_origin(str(path), env_excludes()) == "user"
+
+
+def library_symbol(path: str, func: str) -> str:
+    """The dotted name a library function is known by: ``site-packages/scipy/ndimage/
+    _interpolation.py`` and ``zoom`` -> ``scipy.ndimage.zoom`` (private modules, which packages
+    re-export from their public one, left out; ``__init__`` is the package itself)."""
+    p = path.replace("\\", "/")
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in p:
+            p = p.rsplit(marker, 1)[1]
+            break
+    else:
+        m = re.search(r"/lib(?:64)?/python3[^/]*/", p)
+        if m:
+            p = p[m.end() :]
+    parts = [x for x in p.removesuffix(".py").split("/") if x and x != "__init__"]
+    if not parts:
+        return func
+    keep = [parts[0], *(x for x in parts[1:] if not (x.startswith("_") and not x.startswith("__")))]
+    return ".".join([*keep, func])
 
 
 def user_mask(files: pd.Series) -> np.ndarray:

@@ -96,7 +96,7 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
             source_lines=lines_from(after, "dur_ns"),
             recommendation=(
                 "Keep the device fed: fix the largest idle category first (the findings below name it), "
-                "increase the batch size, move input preparation off the training thread (DataLoader workers, "
+                "increase the batch size, move input preparation off the loop's thread (DataLoader workers, "
                 "pin_memory=True, non_blocking=True copies), remove host syncs from the step."
             ),
         )

@@ -1,0 +1,283 @@
+"""Advice for the run that was traced: training advice only on a trace that trains, graph
+capture only where the device has it, bandwidth (not overlap) when communication exceeds
+compute, the link table's peak for slow collectives, and a DataLoader wait named inside the
+library frame that holds it, its last (exhausted) call not counted as a batch.
+
+Every figure is recomputed from the raw events (the Kineto JSON, or the recorded trace's own
+rows) by code written here."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import neuron_explorer as ne
+from neuron_explorer.analyzers import Analysis, analyze
+from neuron_explorer.analyzers.hardware import Hardware
+from neuron_explorer.analyzers.links import peak_for
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "kineto"
+INFERENCE = ["tracelens/qwen_h100.json.gz", "tracelens/qwen_mi300.json.gz", "tracelens/b200_eager.json.gz"]
+TRAINING_ADVICE = ("fused=True", "foreach=True", "GradScaler", "checkpoint", "no_sync", "bucket_cap_mb", "optimizer")
+
+
+def _raw(rel: str) -> dict:
+    p = DATA / rel
+    with gzip.open(p, "rt") if p.suffix == ".gz" else open(p) as fh:
+        return json.load(fh)
+
+
+@cache
+def _analysis(rel: str, rules: tuple[str, ...] | None = None) -> Analysis:
+    return analyze(ne.load(DATA / rel), rules=list(rules) if rules else None)
+
+
+@pytest.mark.parametrize("rel", INFERENCE)
+def test_an_inference_trace_gets_no_training_advice(rel: str) -> None:
+    # independent: the raw trace has no backward op and no optimizer step
+    names = {e.get("name", "") for e in _raw(rel)["traceEvents"]}
+    assert not any("Backward" in n or n.startswith(("Optimizer.step#", "autograd::engine")) for n in names)
+    a = _analysis(rel)
+    assert a.findings, "the fixture should fire some rule"
+    for f in a.findings:
+        for word in TRAINING_ADVICE:
+            assert word not in f.recommendation, (f.rule_id, word, f.recommendation)
+
+
+def test_a_training_trace_keeps_its_training_advice() -> None:
+    # df_index_resolver: V100, SGD, backward pass; fp32 GEMMs get float16 + GradScaler
+    names = [e.get("name", "") for e in _raw("hta/df_index_resolver.json.gz")["traceEvents"]]
+    assert sum(n.startswith("Optimizer.step#") for n in names) == 5
+    a = _analysis("hta/df_index_resolver.json.gz", ("tensor_cores", "launch_bound", "exposed_comm"))
+    by = {f.rule_id: f for f in a.findings}
+    assert 'torch.amp.GradScaler("cuda")' in by["tensor_cores"].recommendation
+    assert "fused=True" in by["launch_bound"].recommendation
+    assert "no_sync()" in by["exposed_comm"].recommendation
+
+
+def test_inference_reduced_precision_advice_has_no_gradscaler() -> None:
+    # event_sync_multi_stream: A100, forward only; fp32 SGEMMs
+    names = {e.get("name", "") for e in _raw("hta/event_sync_multi_stream.json.gz")["traceEvents"]}
+    assert not any("Backward" in n or n.startswith("Optimizer.step#") for n in names)
+    (f,) = _analysis("hta/event_sync_multi_stream.json.gz", ("tensor_cores",)).findings
+    assert "GradScaler" not in f.recommendation and "optimizer" not in f.recommendation
+    assert 'torch.autocast(device_type="cuda", dtype=torch.bfloat16)' in f.recommendation
+
+
+@pytest.mark.parametrize(
+    ("rel", "graphs"),
+    [
+        ("hta/df_index_resolver.json.gz", "CUDA graphs"),
+        ("hta/amd_mi250.json.gz", "HIP graphs"),
+        ("hta/old_categories_inference_rank_1.json.gz", "CUDA graphs"),
+    ],
+)
+def test_graph_capture_advice_names_the_devices_own_graphs(rel: str, graphs: str) -> None:
+    (f,) = [f for f in _analysis(rel, ("launch_bound", "host_bound")).findings]
+    assert graphs in f.recommendation
+    other = "HIP graphs" if graphs == "CUDA graphs" else "CUDA graphs"
+    assert other not in f.recommendation
+
+
+@pytest.mark.parametrize(
+    "rel", ["local/cpu_mlp_step4.json", "local/example_cpu_small.json", "hta/mtia_inference_rank_0.json.gz"]
+)
+def test_no_graph_capture_advice_where_the_device_has_none(rel: str) -> None:
+    for f in _analysis(rel).findings:
+        assert "CUDA graph" not in f.recommendation and "HIP graph" not in f.recommendation, f.rule_id
+        assert "reduce-overhead" not in f.recommendation, f.rule_id
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -np.inf
+    for s, e in sorted(intervals):
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
+
+
+def test_exposed_comm_names_bandwidth_when_communication_exceeds_compute() -> None:
+    # sampled_rank-0: NCCL kernels hold more device time than the compute kernels
+    ev = [e for e in _raw("hta/sampled_rank-0.json.gz")["traceEvents"] if e.get("cat") == "kernel"]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("nccl")]
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e in ev if not e["name"].startswith("nccl")]
+    comm_us, comp_us = _union(comm), _union(comp)
+    assert comm_us > comp_us
+    (f,) = _analysis("hta/sampled_rank-0.json.gz", ("exposed_comm",)).findings
+    assert f.metrics["comm_ns"]["value"] == pytest.approx(comm_us * 1000, rel=0.01)
+    assert f.metrics["compute_ns"]["value"] == pytest.approx(comp_us * 1000, rel=0.01)
+    assert "Overlap communication" not in f.recommendation and "bandwidth" in f.recommendation
+    assert "exceeds compute" in f.message
+
+
+def test_exposed_comm_advises_overlap_when_compute_can_hide_it() -> None:
+    ev = [e for e in _raw("hta/df_index_resolver.json.gz")["traceEvents"] if e.get("cat") == "kernel"]
+    comm = _union([(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("nccl")])
+    comp = _union([(e["ts"], e["ts"] + e["dur"]) for e in ev if not e["name"].startswith("nccl")])
+    assert comm < comp
+    (f,) = _analysis("hta/df_index_resolver.json.gz", ("exposed_comm",)).findings
+    assert f.recommendation.startswith("Overlap communication with compute")
+
+
+def test_link_table_peaks() -> None:
+    def peak(name: str, dtype: str, n: int, instance: str | None = None) -> float | None:
+        link, _ = peak_for(Hardware(dtype, name), n, instance)
+        return None if link is None else link.busbw_gbps
+
+    # vendor figures are both directions; NCCL's bus bandwidth is compared per direction
+    assert peak("Tesla V100-SXM2-32GB", "cuda", 8) == 150.0
+    assert peak("NVIDIA A100-PG509-200", "cuda", 2) == 300.0
+    assert peak("NVIDIA H100 80GB HBM3", "cuda", 8) == 450.0
+    assert peak("NVIDIA B200", "cuda", 8) == 900.0
+    assert peak("AMD Instinct MI300X", "hip", 8) == 448.0
+    assert peak("NVIDIA H100 PCIe", "cuda", 4) == 64.0
+    # a group larger than a node: the network, known only from the instance type
+    assert peak("NVIDIA H100 80GB HBM3", "cuda", 16) is None
+    assert peak("NVIDIA H100 80GB HBM3", "cuda", 16, "p5.48xlarge") == 400.0
+    assert peak("NVIDIA A100-SXM4-40GB", "cuda", 64, "p4d.24xlarge") == 50.0
+    assert peak("", "cpu", 2) is None
+
+
+def test_slow_collective_fires_with_the_tables_peak_on_an_a100_trace() -> None:
+    # nccl_data: A100 (NVLink 3: 300 GB/s per direction), a group of 2; no threshold given
+    size = {"Float": 4, "Long": 8}
+    busbw = []
+    for e in _raw("hta/nccl_data.json.gz")["traceEvents"]:
+        args = e.get("args", {})
+        if e.get("cat") != "kernel" or "Collective name" not in args:
+            continue
+        nbytes = max(args["In msg nelems"], args["Out msg nelems"]) * size[args["dtype"]]
+        n = args["Group size"]
+        name = args["Collective name"]
+        factor = 2 * (n - 1) / n if name == "allreduce" else (n - 1) / n if name in ("allgather", "reduce_scatter", "all_to_all") else 1.0
+        if nbytes >= 1 << 20:
+            busbw.append(nbytes * factor / (e["dur"] * 1000))  # bytes per ns = GB/s
+    slow = [b for b in busbw if b < 0.25 * 300]
+    (f,) = _analysis("hta/nccl_data.json.gz", ("slow_collective",)).findings
+    assert f.metrics["peak_busbw_gbps"]["value"] == 300.0
+    assert f.metrics["slow_collectives"]["value"] == len(slow)
+    assert f.metrics["median_busbw_gbps"]["value"] == pytest.approx(float(np.median(slow)), rel=1e-3)
+    assert "intra-node" in f.message and "NVLink 3" in f.message
+    assert "bucket_cap_mb" in f.recommendation  # the trace trains (backward ops, optimizer steps)
+
+
+def test_slow_collective_is_skipped_when_the_link_is_unknown() -> None:
+    a = _analysis("hta/sampled_rank-0.json.gz", ("slow_collective",))
+    assert not a.findings and "link" in a.skipped[0][1]
+
+
+# ------------------------------------------------------------------ a DataLoader wait in a library
+_LIBRARY = '''
+"""A library-like package: a slow pure-Python resize, like scipy.ndimage.zoom per sample."""
+import time
+
+
+def zoom(x, factor):
+    t = time.perf_counter()
+    acc = 0.0
+    while time.perf_counter() - t < 0.004:
+        acc += 1.0
+    return x * factor
+'''
+_SCRIPT = '''
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+import fakezoom
+import neuron_explorer as ne
+
+
+class Images(Dataset):
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        x = torch.ones(16)
+        return fakezoom.zoom(x, 2.0)  # TRANSFORM
+
+
+def main(out):
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(16, 4)
+    loader = DataLoader(Images(), batch_size=4, num_workers=0)
+    with torch.no_grad(), ne.profile(activities=[torch.profiler.ProfilerActivity.CPU], output=out, on_error="raise"):
+        for x in loader:
+            model(x)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
+'''
+
+
+@pytest.fixture(scope="module")
+def library_loader(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Record a loop over a DataLoader whose transform spends its time in a package installed in
+    a site-packages folder (the whole loop, so the loader's final exhausted call is traced)."""
+    tmp = tmp_path_factory.mktemp("libloader")
+    pkg = tmp / "site-packages" / "fakezoom"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(textwrap.dedent(_LIBRARY))
+    script = tmp / "train_loader.py"
+    script.write_text(textwrap.dedent(_SCRIPT))
+    out = tmp / "trace.parquet"
+    env_path = f"{ROOT}{':' + str(tmp / 'site-packages')}"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out)],
+        cwd=tmp,
+        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out, script
+
+
+def test_dataloader_wait_is_named_inside_the_library_with_the_users_line(library_loader: tuple[Path, Path]) -> None:
+    out, script = library_loader
+    ev = pq.read_table(out, columns=["event_id", "kind", "name", "start_ns", "dur_ns", "parent_id"]).to_pandas()
+    ev["name"] = ev["name"].astype(str)
+    spans = ev[ev["name"].str.startswith("enumerate(DataLoader)")]
+    # independent: a span that fetched a batch has a fetch frame under it (via parent links)
+    parent = dict(zip(ev["event_id"], ev["parent_id"]))
+    in_span: dict[int, int] = {}
+    span_ids = set(spans["event_id"])
+    for eid in ev["event_id"]:
+        p = parent.get(eid)
+        while p is not None and p == p and p >= 0:
+            if p in span_ids:
+                in_span[eid] = int(p)
+                break
+            p = parent.get(p)
+    fetching = {in_span[e] for e, n in zip(ev["event_id"], ev["name"]) if e in in_span and "fetch" in n}
+    assert len(spans) == 4 and len(fetching) == 3  # 12 samples / batch 4, then StopIteration
+    zoom = ev[ev["name"].str.endswith(": zoom")]
+    child = ev[ev["parent_id"].isin(zoom["event_id"])].groupby("parent_id")["dur_ns"].sum()
+    zoom_self = float((zoom.set_index("event_id")["dur_ns"] - child.reindex(zoom["event_id"]).fillna(0)).sum())
+    share = 100.0 * zoom_self / float(spans["dur_ns"].sum())
+    assert share > 50
+
+    a = analyze(ne.load(out), rules=["dataloader_stall"], thresholds={"dataloader_stall.max_pct": 1})
+    (f,) = a.findings
+    assert f.metrics["batches"]["value"] == 3
+    load_ns = float(a.attribution["data_loading_ns"].sum())
+    assert f.metrics["per_batch_ns"]["value"] == pytest.approx(load_ns / 3)
+    assert f.metrics["library_share_pct"]["value"] == pytest.approx(share, abs=0.5)
+    assert "inside fakezoom.zoom (library)" in f.title
+    line = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if "# TRANSFORM" in t)
+    assert f"train_loader.py:{line}" in f.message
+    assert "StopIteration" in f.message
+    # the library file is never named as the user's line
+    assert all("site-packages" not in str(x["file"]) and "fakezoom" not in str(x["file"]) for x in f.source_lines)
