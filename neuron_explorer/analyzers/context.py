@@ -46,6 +46,7 @@ _DEVICE_COLUMNS = (
     "src_line",
     "src_func",
     "src_precision",
+    "src_module",
     "memcpy_kind",
     "bytes",
     "collective_name",
@@ -72,6 +73,7 @@ _HOST_COLUMNS = (
     "src_line",
     "src_func",
     "src_precision",
+    "src_module",
     "fwd_id",
 )
 _MEMORY_COLUMNS = (

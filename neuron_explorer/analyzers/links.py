@@ -4,8 +4,8 @@ A trace does not record its interconnect, but it records the device model (Kinet
 ``deviceProperties`` name) and, for Trainium, the instance type; the links follow from those.
 Figures are from the vendors' datasheets (docs/rules.md, "Link peaks", cites each one) and are
 given as NCCL-tests' *bus bandwidth* is meant to be compared: the bandwidth of one rank's link
-in one direction (NCCL-tests ``doc/PERFORMANCE.md``: busbw "should reflect the speed of the
-hardware bottleneck", e.g. the unidirectional NVLink bandwidth of a GPU). So an NVLink figure
+in one direction (NCCL-tests ``doc/PERFORMANCE.md``: the bus bandwidth is made comparable with
+the hardware's peak whatever the number of ranks). So an NVLink figure
 quoted as "900 GB/s" (both directions, all links of one H100) is 450 GB/s here.
 
 A group of ranks that fits in one node (its size at most the node's GPUs) runs over the

@@ -281,3 +281,66 @@ def test_dataloader_wait_is_named_inside_the_library_with_the_users_line(library
     assert "StopIteration" in f.message
     # the library file is never named as the user's line
     assert all("site-packages" not in str(x["file"]) and "fakezoom" not in str(x["file"]) for x in f.source_lines)
+
+
+# ------------------------------------------------------------------ one line holding all the time
+_BENCH = '''
+import sys
+import torch
+import neuron_explorer as ne
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(64, 256)
+        self.down = torch.nn.Linear(256, 64)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))  # ONE LINE
+
+
+def main(out):
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(Block(), Block())
+    x = torch.randn(256, 64)
+    with torch.no_grad(), ne.profile(activities=[torch.profiler.ProfilerActivity.CPU], output=out, on_error="raise"):
+        for _ in range(20):
+            model(x)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
+'''
+
+
+def test_a_line_holding_all_the_time_is_split_by_module_and_op(tmp_path: Path) -> None:
+    from neuron_explorer.analyzers.context import TraceFrames
+    from neuron_explorer.analyzers.rules._evidence import lines_from
+    from neuron_explorer.reports.location import Locations
+
+    script = tmp_path / "bench.py"
+    script.write_text(textwrap.dedent(_BENCH))
+    out = tmp_path / "bench.parquet"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(out)], cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if "# ONE LINE" in t)
+    # independent: self time of each framework op (duration minus its direct children), by module and op
+    ev = pq.read_table(out, columns=["event_id", "kind", "name", "dur_ns", "parent_id", "src_file", "src_line", "src_module"]).to_pandas()
+    ops = ev[ev["kind"].astype(str) == "cpu_op"].copy()
+    kids = ev[ev["kind"].astype(str) == "cpu_op"].groupby("parent_id")["dur_ns"].sum()
+    ops["self"] = ops["dur_ns"] - ops["event_id"].map(kids).fillna(0)
+    at_line = ops[(ops["src_line"] == line) & ops["src_file"].astype(str).str.endswith("bench.py")]
+    assert at_line["self"].sum() > 0.9 * ops.loc[ops["src_file"].notna(), "self"].sum()
+    ref = at_line.groupby([at_line["src_module"].astype(str), at_line["name"].astype(str)])["self"].sum().sort_values()
+    frames = TraceFrames(ne.load(out))
+    host = frames.host
+    cpu = host[(host["kind"] == "cpu_op").to_numpy()]
+    got = lines_from(cpu, frames.host_self_ns.reindex(cpu.index).to_numpy())
+    assert (got[0]["module"], got[0]["op"]) == ref.index[-1]
+    assert got[0]["line"] == line and got[0]["value"] == int(ref.iloc[-1])
+    text = Locations.for_files([str(script)]).finding_line(got[0])
+    assert text.endswith(f" in {ref.index[-1][0]}: {ref.index[-1][1]}") and f":{line}" in text

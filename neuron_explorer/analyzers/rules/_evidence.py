@@ -80,7 +80,12 @@ def lines_from(
         .groupby(["file", "line"], sort=False)
         .agg(fn=("fn", "first"), ns=("ns", "sum"), count=("ns", "size"))
     )
-    g = g.sort_values("ns", ascending=False).head(n).reset_index()
+    g = g.sort_values("ns", ascending=False)
+    if unit == "ns" and "src_module" in df and len(g) and float(g["ns"].iloc[0]) > HARNESS_SHARE * float(g["ns"].sum()):
+        inner = _inside_harness_line(df, vals, m, g.index[0], n)
+        if inner:
+            return inner
+    g = g.head(n).reset_index()
     return [
         {
             "file": str(r.file),
@@ -90,6 +95,49 @@ def lines_from(
             "unit": unit,
             **({"ns": int(r.ns)} if unit == "ns" else {}),
             "count": int(r.count),
+        }
+        for r in g.itertuples()
+    ]
+
+
+#: One line holding more than this share of the time says nothing (a benchmark harness's
+#: ``model(x)``, a training loop's ``loss.backward()``): the module path and op say where it goes.
+HARNESS_SHARE = 0.9
+
+
+def _inside_harness_line(
+    df: pd.DataFrame, vals: np.ndarray, m: np.ndarray, key: tuple[Any, Any], n: int
+) -> list[dict[str, Any]]:
+    """The time of one dominant line split by nn.Module path and op (the event's ``name``), when
+    the events under it carry two or more module paths; else nothing (the line is the answer)."""
+    file, line = key
+    on = m & (df["src_file"].astype(object).to_numpy() == file) & (df["src_line"].to_numpy() == line)
+    mods = df["src_module"].astype(object).to_numpy()[on]
+    has = pd.notna(mods)
+    if pd.unique(mods[has]).size < 2:
+        return []
+    names = df["name"].astype(object).to_numpy()[on] if "name" in df else np.full(int(on.sum()), None)
+    fn = df["src_func"].astype(object).to_numpy()[on]
+    g = (
+        pd.DataFrame({"module": mods[has], "op": names[has], "ns": vals[on][has]})
+        .groupby(["module", "op"], sort=False)["ns"]
+        .agg(["sum", "size"])
+        .sort_values("sum", ascending=False)
+        .head(n)
+        .reset_index()
+    )
+    func = None if not len(fn) or pd.isna(fn[0]) else str(fn[0])
+    return [
+        {
+            "file": str(file),
+            "line": int(line),
+            "func": func,
+            "module": str(r.module),
+            "op": None if pd.isna(r.op) else str(r.op),
+            "value": int(r.sum),
+            "unit": "ns",
+            "ns": int(r.sum),
+            "count": int(r.size),
         }
         for r in g.itertuples()
     ]
