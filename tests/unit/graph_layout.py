@@ -57,8 +57,10 @@ class Layout:
         launch: int | None,
         kind: str = "kernel",
         op: int | None = None,
+        **extra: Any,
     ) -> int:
         return self._add(
+            **extra,
             kind=kind,
             category=kind,
             name=name,

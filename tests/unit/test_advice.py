@@ -344,3 +344,49 @@ def test_a_line_holding_all_the_time_is_split_by_module_and_op(tmp_path: Path) -
     assert got[0]["line"] == line and got[0]["value"] == int(ref.iloc[-1])
     text = Locations.for_files([str(script)]).finding_line(got[0])
     assert text.endswith(f" in {ref.index[-1][0]}: {ref.index[-1][1]}") and f":{line}" in text
+
+
+# ------------------------------------------------------------------ DtoD copies from compiled code
+def test_exposed_dtod_copies_name_the_compiled_region_that_issued_them() -> None:
+    from tests.unit.graph_layout import Layout
+
+    lay = Layout()
+    lay.host("step", "ProfilerStep#1", 0, 1000)
+    region = lay.host("annotation", "Torch-Compiled Region: 0/1", 10, 400)
+    inner = lay.host("annotation", "CompiledFunction", 20, 390, parent=region)
+    copies = []  # (start, end, launched in the region)
+    t = 30.0
+    for i in range(6):  # six copies launched in the compiled function, each alone on the device
+        call = lay.host("runtime", "cudaMemcpyAsync", t, t + 5, parent=inner)
+        lay.device("Memcpy DtoD (Device -> Device)", 7, t + 100, t + 140, call, kind="memcpy", memcpy_kind="DtoD")
+        copies.append((t + 100, t + 140, True))
+        t += 50
+    k = lay.host("runtime", "cudaLaunchKernel", 500, 505)
+    lay.device("gemm_kernel", 7, 510, 700, k)
+    # one copy outside compiled code, half under the kernel
+    c = lay.host("runtime", "cudaMemcpyAsync", 600, 605)
+    lay.device("Memcpy DtoD (Device -> Device)", 7, 650, 750, c, kind="memcpy", memcpy_kind="DtoD")
+    copies.append((650, 750, False))
+    a = analyze(lay.trace(), rules=["exposed_dtod"])
+    (f,) = a.findings
+    # by hand: each compiled copy 40 us alone; the last one alone from 700 to 750
+    exposed_us = sum(e - s for s, e, _ in copies[:6]) + (750 - 700)
+    assert f.metrics["exposed_dtod_ns"]["value"] == exposed_us * 1000
+    assert f.metrics["exposed_dtod_pct"]["value"] == pytest.approx(100.0 * exposed_us / 1000)
+    assert f.metrics["dtod_copies"]["value"] == 7 and f.metrics["compiled_copies"]["value"] == 6
+    assert f.metrics["compiled_copy_ns"]["value"] == 6 * 40 * 1000
+    assert "Torch-Compiled Region: 0/1 (6)" in f.message and "Torch-Compiled Region: 0/1" in f.title
+    assert f.category == "copy"
+
+
+def test_exposed_dtod_copies_outside_compiled_code_name_no_region() -> None:
+    # b200_eager: 146 DtoD copies, none launched inside its compiled region (checked from the raw JSON)
+    raw = _raw("tracelens/b200_eager.json.gz")["traceEvents"]
+    regions = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled")]
+    calls = {e["args"]["correlation"]: e["ts"] for e in raw if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    dtod = [e for e in raw if e.get("cat") == "gpu_memcpy" and "DtoD" in e["name"]]
+    assert len(dtod) == 146
+    assert not any(a <= calls[e["args"]["correlation"]] < b for e in dtod for a, b in regions)
+    a = analyze(ne.load(DATA / "tracelens/b200_eager.json.gz"), rules=["exposed_dtod"], thresholds={"exposed_dtod.min_pct": 0})
+    for f in a.findings:
+        assert f.metrics["compiled_copies"]["value"] == 0 and "Compiled" not in f.title
