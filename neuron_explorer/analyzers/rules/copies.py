@@ -8,7 +8,7 @@ import pandas as pd
 from neuron_explorer.analyzers.context import name_mask, ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, union_length
-from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, lines_from, ms, of_wall, ranges
+from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, calls_in_steps, lines_from, ms, of_wall, ranges
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
 #: Host spans of compiled code: TorchDynamo's region and the compiled autograd function.
@@ -56,6 +56,8 @@ def exposed_dtod(ctx: RuleContext) -> list[Finding]:
     if pct < ctx.threshold("min_pct"):
         return []
     copies = dev[dtod]
+    if ctx.frames.has_steps:  # the count is of the copies in steps, where the exposed time is measured
+        copies = copies[calls_in_steps(ctx, copies)]
     regions = _compiled_region_of(ctx, copies)
     in_region = regions.notna().to_numpy()
     named = regions[in_region].value_counts()
