@@ -390,3 +390,18 @@ def test_exposed_dtod_copies_outside_compiled_code_name_no_region() -> None:
     a = analyze(ne.load(DATA / "tracelens/b200_eager.json.gz"), rules=["exposed_dtod"], thresholds={"exposed_dtod.min_pct": 0})
     for f in a.findings:
         assert f.metrics["compiled_copies"]["value"] == 0 and "Compiled" not in f.title
+
+
+def test_exposed_dtod_time_on_b200_equals_the_raw_json() -> None:
+    # no steps: the whole trace; time a DtoD copy runs with no kernel on its device
+    raw = _raw("tracelens/b200_eager.json.gz")["traceEvents"]
+    exposed = 0.0
+    for dev in {e["args"].get("device") for e in raw if e.get("cat") in ("kernel", "gpu_memcpy")}:
+        kern = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "kernel" and e["args"].get("device") == dev]
+        cp = [(e["ts"], e["ts"] + e["dur"]) for e in raw
+              if e.get("cat") == "gpu_memcpy" and "DtoD" in e["name"] and e["args"].get("device") == dev]  # fmt: skip
+        exposed += _union(kern + cp) - _union(kern)
+    a = analyze(ne.load(DATA / "tracelens/b200_eager.json.gz"), rules=["exposed_dtod"], thresholds={"exposed_dtod.min_pct": 0})
+    (f,) = a.findings
+    assert f.metrics["exposed_dtod_ns"]["value"] == pytest.approx(exposed * 1000, rel=0.01)
+    assert f.metrics["dtod_copies"]["value"] == 146

@@ -76,7 +76,7 @@ def exposed_dtod(ctx: RuleContext) -> list[Finding]:
             + (f", from {named.index[0]}" if len(named) else ""),
             message=(
                 f"{len(copies)} DtoD copies ({ms(int(copies['dur_ns'].sum()))} in all) left the device without a "
-                f"kernel for {ms(exposed)} inside steps.{where}"
+                f"kernel for {ms(exposed)} {'inside steps' if ctx.frames.has_steps else 'in the trace'}.{where}"
             ),
             metrics={
                 "exposed_dtod_ns": metric(exposed, "ns"),

@@ -175,8 +175,15 @@ def dataloader_stall(ctx: RuleContext) -> list[Finding]:
             event_ids=ids,
             source_lines=lines_from(inside, inside_self, n=5, user_only=False),
             recommendation=(
-                "Load data in parallel: DataLoader(dataset, num_workers=4, pin_memory=True, persistent_workers=True, "
-                "prefetch_factor=2); move decoding/augmentation off the hot path or cache preprocessed data."
+                "Load data in parallel: DataLoader(dataset, num_workers=4, "
+                + ("pin_memory=True, " if len(ctx.frames.device) else "")  # pinned memory only speeds device copies
+                + "persistent_workers=True, prefetch_factor=2); "
+                + (
+                    f"the time is in {held['name']}, called from {held['caller'] or 'the dataset'}: "
+                    "run it in the workers, on whole batches, or once ahead of the loop (cache its output)."
+                    if where
+                    else "move decoding/augmentation off the hot path or cache preprocessed data."
+                )
             ),
         )
     ]

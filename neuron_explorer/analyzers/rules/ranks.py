@@ -108,7 +108,7 @@ def culprit_rank(ctx: RuleContext) -> list[Finding]:
     family="ranks",
     title="Collectives far below the link's bus bandwidth",
     thresholds={
-        "peak_busbw_gbps": (0.0, "GB/s (0: unknown)"),
+        "peak_busbw_gbps": (0.0, "GB/s (0: from the link table)"),
         "max_pct_of_peak": (25.0, "%"),
         "min_bytes": (1 << 20, "bytes"),
     },
