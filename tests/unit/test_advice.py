@@ -160,7 +160,13 @@ def test_slow_collective_fires_with_the_tables_peak_on_an_a100_trace() -> None:
         nbytes = max(args["In msg nelems"], args["Out msg nelems"]) * size[args["dtype"]]
         n = args["Group size"]
         name = args["Collective name"]
-        factor = 2 * (n - 1) / n if name == "allreduce" else (n - 1) / n if name in ("allgather", "reduce_scatter", "all_to_all") else 1.0
+        factor = (
+            2 * (n - 1) / n
+            if name == "allreduce"
+            else (n - 1) / n
+            if name in ("allgather", "reduce_scatter", "all_to_all")
+            else 1.0
+        )
         if nbytes >= 1 << 20:
             busbw.append(nbytes * factor / (e["dur"] * 1000))  # bytes per ns = GB/s
     slow = [b for b in busbw if b < 0.25 * 300]
@@ -190,7 +196,7 @@ def zoom(x, factor):
         acc += 1.0
     return x * factor
 '''
-_SCRIPT = '''
+_SCRIPT = """
 import sys
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -218,7 +224,7 @@ def main(out):
 
 if __name__ == "__main__":
     main(sys.argv[1])
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -284,7 +290,7 @@ def test_dataloader_wait_is_named_inside_the_library_with_the_users_line(library
 
 
 # ------------------------------------------------------------------ one line holding all the time
-_BENCH = '''
+_BENCH = """
 import sys
 import torch
 import neuron_explorer as ne
@@ -311,7 +317,7 @@ def main(out):
 
 if __name__ == "__main__":
     main(sys.argv[1])
-'''
+"""
 
 
 def test_a_line_holding_all_the_time_is_split_by_module_and_op(tmp_path: Path) -> None:
@@ -329,7 +335,9 @@ def test_a_line_holding_all_the_time_is_split_by_module_and_op(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if "# ONE LINE" in t)
     # independent: self time of each framework op (duration minus its direct children), by module and op
-    ev = pq.read_table(out, columns=["event_id", "kind", "name", "dur_ns", "parent_id", "src_file", "src_line", "src_module"]).to_pandas()
+    ev = pq.read_table(
+        out, columns=["event_id", "kind", "name", "dur_ns", "parent_id", "src_file", "src_line", "src_module"]
+    ).to_pandas()
     ops = ev[ev["kind"].astype(str) == "cpu_op"].copy()
     kids = ev[ev["kind"].astype(str) == "cpu_op"].groupby("parent_id")["dur_ns"].sum()
     ops["self"] = ops["dur_ns"] - ops["event_id"].map(kids).fillna(0)
@@ -356,7 +364,7 @@ def test_exposed_dtod_copies_name_the_compiled_region_that_issued_them() -> None
     inner = lay.host("annotation", "CompiledFunction", 20, 390, parent=region)
     copies = []  # (start, end, launched in the region)
     t = 30.0
-    for i in range(6):  # six copies launched in the compiled function, each alone on the device
+    for _i in range(6):  # six copies launched in the compiled function, each alone on the device
         call = lay.host("runtime", "cudaMemcpyAsync", t, t + 5, parent=inner)
         lay.device("Memcpy DtoD (Device -> Device)", 7, t + 100, t + 140, call, kind="memcpy", memcpy_kind="DtoD")
         copies.append((t + 100, t + 140, True))
@@ -382,12 +390,20 @@ def test_exposed_dtod_copies_name_the_compiled_region_that_issued_them() -> None
 def test_exposed_dtod_copies_outside_compiled_code_name_no_region() -> None:
     # b200_eager: 146 DtoD copies, none launched inside its compiled region (checked from the raw JSON)
     raw = _raw("tracelens/b200_eager.json.gz")["traceEvents"]
-    regions = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled")]
-    calls = {e["args"]["correlation"]: e["ts"] for e in raw if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    regions = [
+        (e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("ph") == "X" and e["name"].startswith("Torch-Compiled")
+    ]
+    calls = {
+        e["args"]["correlation"]: e["ts"]
+        for e in raw
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
     dtod = [e for e in raw if e.get("cat") == "gpu_memcpy" and "DtoD" in e["name"]]
     assert len(dtod) == 146
     assert not any(a <= calls[e["args"]["correlation"]] < b for e in dtod for a, b in regions)
-    a = analyze(ne.load(DATA / "tracelens/b200_eager.json.gz"), rules=["exposed_dtod"], thresholds={"exposed_dtod.min_pct": 0})
+    a = analyze(
+        ne.load(DATA / "tracelens/b200_eager.json.gz"), rules=["exposed_dtod"], thresholds={"exposed_dtod.min_pct": 0}
+    )
     for f in a.findings:
         assert f.metrics["compiled_copies"]["value"] == 0 and "Compiled" not in f.title
 
@@ -397,11 +413,15 @@ def test_exposed_dtod_time_on_b200_equals_the_raw_json() -> None:
     raw = _raw("tracelens/b200_eager.json.gz")["traceEvents"]
     exposed = 0.0
     for dev in {e["args"].get("device") for e in raw if e.get("cat") in ("kernel", "gpu_memcpy")}:
-        kern = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "kernel" and e["args"].get("device") == dev]
+        kern = [
+            (e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "kernel" and e["args"].get("device") == dev
+        ]
         cp = [(e["ts"], e["ts"] + e["dur"]) for e in raw
               if e.get("cat") == "gpu_memcpy" and "DtoD" in e["name"] and e["args"].get("device") == dev]  # fmt: skip
         exposed += _union(kern + cp) - _union(kern)
-    a = analyze(ne.load(DATA / "tracelens/b200_eager.json.gz"), rules=["exposed_dtod"], thresholds={"exposed_dtod.min_pct": 0})
+    a = analyze(
+        ne.load(DATA / "tracelens/b200_eager.json.gz"), rules=["exposed_dtod"], thresholds={"exposed_dtod.min_pct": 0}
+    )
     (f,) = a.findings
     assert f.metrics["exposed_dtod_ns"]["value"] == pytest.approx(exposed * 1000, rel=0.01)
     assert f.metrics["dtod_copies"]["value"] == 146

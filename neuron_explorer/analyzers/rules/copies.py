@@ -8,7 +8,14 @@ import pandas as pd
 from neuron_explorer.analyzers.context import name_mask, ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, union_length
-from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, calls_in_steps, lines_from, ms, of_wall, ranges
+from neuron_explorer.analyzers.rules._evidence import (
+    attributed_wall_ns,
+    calls_in_steps,
+    lines_from,
+    ms,
+    of_wall,
+    ranges,
+)
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
 #: Host spans of compiled code: TorchDynamo's region and the compiled autograd function.

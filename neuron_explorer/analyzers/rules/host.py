@@ -15,11 +15,11 @@ from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.rules._advice import compile_advice
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
-    is_user_file,
-    library_symbol,
     calls_in_steps,
     category_ns,
+    is_user_file,
     issuing_ops,
+    library_symbol,
     lines_from,
     ms,
     num_steps,
@@ -116,7 +116,11 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
                     else "keep outputs on the device and copy results to the host once per batch of steps"
                 )
                 + ", avoid print(tensor)/.cpu()/.tolist() and "
-                + ("torch.cuda.synchronize()" if ctx.frames.hardware.torch_device == "cuda" else "device synchronize calls")
+                + (
+                    "torch.cuda.synchronize()"
+                    if ctx.frames.hardware.torch_device == "cuda"
+                    else "device synchronize calls"
+                )
                 + " in the step, and avoid data-dependent shapes (torch.nonzero, boolean masks) on the hot path."
             ),
         )
@@ -157,7 +161,7 @@ def dataloader_stall(ctx: RuleContext) -> list[Finding]:
                 f"The device had nothing to run for {ms(load_ns)} while the loop waited for {batches} batches "
                 f"({ms(load_ns / batches)} per batch) in the DataLoader{where}."
                 + (
-                    f" The loader's last call, which found it exhausted (StopIteration), is not counted as a batch."
+                    " The loader's last call, which found it exhausted (StopIteration), is not counted as a batch."
                     if exhausted
                     else ""
                 )

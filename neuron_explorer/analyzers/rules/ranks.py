@@ -131,8 +131,7 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
         link, why = peak_for(ctx.frames.hardware, n, instance_type(ctx.frames.metadata))
         if link is None:
             raise RuleSkipped(
-                f"skipped: needs the link's peak bus bandwidth: {why} "
-                "(--threshold slow_collective.peak_busbw_gbps=N)"
+                f"skipped: needs the link's peak bus bandwidth: {why} (--threshold slow_collective.peak_busbw_gbps=N)"
             )
         peak, link_name, peak_from = link.busbw_gbps, link.link, f"{why}; {link.source}"
     if not len(sized):
@@ -154,8 +153,11 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
             "Check the transport NCCL chose (NCCL_DEBUG=INFO: NVLink/IB vs sockets), NCCL_ALGO/NCCL_PROTO, "
             "the topology (ranks of one group spread over nodes), and message sizes: small messages never "
             "reach the link's bandwidth"
-            + (" (larger buckets: DistributedDataParallel(model, bucket_cap_mb=...))." if ctx.frames.run_kind.training else
-               "; fewer, larger collectives do.")
+            + (
+                " (larger buckets: DistributedDataParallel(model, bucket_cap_mb=...))."
+                if ctx.frames.run_kind.training
+                else "; fewer, larger collectives do."
+            )
         )
     else:
         advice = (
