@@ -425,3 +425,23 @@ def test_exposed_dtod_time_on_b200_equals_the_raw_json() -> None:
     (f,) = a.findings
     assert f.metrics["exposed_dtod_ns"]["value"] == pytest.approx(exposed * 1000, rel=0.01)
     assert f.metrics["dtod_copies"]["value"] == 146
+
+
+@pytest.mark.parametrize("on_device", [True, False])
+def test_warmup_advice_names_cudnn_autotuning_only_where_cudnn_runs(on_device: bool) -> None:
+    from tests.unit.graph_layout import Layout
+
+    lay = Layout()
+    durations_ms = [400, 100, 100, 100, 100]  # the first step 300 ms over the steady median
+    t = 0.0
+    for i, d in enumerate(durations_ms):
+        step = lay.host("step", f"ProfilerStep#{i}", t * 1000, (t + d) * 1000, step=i)
+        op = lay.host("cpu_op", "aten::mm", t * 1000 + 1, (t + d) * 1000 - 1, parent=step, step=i)
+        if on_device:
+            call = lay.host("runtime", "cudaLaunchKernel", t * 1000 + 2, t * 1000 + 3, parent=op, step=i)
+            lay.device("gemm", 7, t * 1000 + 4, (t + d) * 1000 - 2, call)
+        t += d
+    a = analyze(lay.trace(), rules=["warmup_cost"])
+    (f,) = a.findings
+    assert f.metrics["warmup_extra_ns"]["value"] == pytest.approx(300e6, rel=0.01)
+    assert ("cudnn.benchmark" in f.recommendation) == on_device
