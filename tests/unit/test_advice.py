@@ -287,6 +287,12 @@ def test_dataloader_wait_is_named_inside_the_library_with_the_users_line(library
     assert "StopIteration" in f.message
     # the library file is never named as the user's line
     assert all("site-packages" not in str(x["file"]) and "fakezoom" not in str(x["file"]) for x in f.source_lines)
+    # and the library's Python is not the line's own Python: no host hotspot at the calling line
+    b = analyze(ne.load(out), rules=["host_hotspot"])
+    assert not b.findings
+    sl = b.source_lines
+    own = sl[(sl["src_line"] == line) & sl["src_file"].astype(str).str.endswith("train_loader.py")]
+    assert float(own["python_ns"].sum()) < 0.1 * zoom_self
 
 
 # ------------------------------------------------------------------ one line holding all the time

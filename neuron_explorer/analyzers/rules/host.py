@@ -17,7 +17,6 @@ from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
     category_ns,
-    is_user_file,
     issuing_ops,
     library_symbol,
     lines_from,
@@ -32,6 +31,7 @@ from neuron_explorer.analyzers.rules._evidence import (
 from neuron_explorer.analyzers.rules._evidence import per_step as per_step_txt
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains, tiny_op_stats, tiny_ops_explain
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
+from neuron_explorer.analyzers.source_lines import attributed_files, is_user_frame_file
 from neuron_explorer.trace.frames import parse_python_frame
 from neuron_explorer.trace.schema import Kind
 
@@ -238,18 +238,12 @@ def library_frame(
         return None
     names = inside["name"][py].astype(str)
     own = names.map(parse_python_frame)
-    # torch writes a frame's file relative to the sys.path entry it came from; the collector
-    # resolved it and attributed events to user files only, so a relative file that is the tail
-    # of no attributed file in the trace is not the user's (a package off an unusual path).
-    user_files = {str(f).replace("\\", "/") for f in inside["src_file"].dropna().unique()}
-    user_files |= {str(f).replace("\\", "/") for f in ctx_user_files} if ctx_user_files else set()
+    known = attributed_files(ctx_user_files if ctx_user_files is not None else inside["src_file"].dropna().unique())
 
     def is_library(path: str) -> bool:
         if "torch/utils/data" in path:  # the loader's own machinery: not where the time goes
             return False
-        if not is_user_file(path):
-            return True
-        return not path.startswith("/") and not any(u == path or u.endswith("/" + path) for u in user_files)
+        return not is_user_frame_file(path, known)
 
     lib = own.map(lambda f: f is not None and is_library(f[0])).to_numpy(bool)
     if not lib.any():
