@@ -451,3 +451,37 @@ def test_warmup_advice_names_cudnn_autotuning_only_where_cudnn_runs(on_device: b
     (f,) = a.findings
     assert f.metrics["warmup_extra_ns"]["value"] == pytest.approx(300e6, rel=0.01)
     assert ("cudnn.benchmark" in f.recommendation) == on_device
+
+
+@pytest.mark.parametrize(
+    ("device_type", "expect", "absent"),
+    [("cuda", "CUDA graph", "HIP graph"), ("hip", "HIP graph", "CUDA graph"), ("cpu", "torch.compile", "graph")],
+)
+def test_op_below_roofline_names_graph_capture_only_where_the_device_has_it(
+    device_type: str, expect: str, absent: str
+) -> None:
+    import pandas as pd
+
+    from neuron_explorer.analyzers.rules.perf import likely_cause
+
+    # a small GEMM (M=16): the advice batches it or captures the step
+    row = pd.Series({"category": "gemm", "compute_dtype": "bf16", "params": json.dumps({"M": 16, "N": 4096, "K": 4096}),
+                     "bound": "memory", "data_moved_mb": 10.0})  # fmt: skip
+    _, fix = likely_cause(row, None, 0, Hardware(device_type), training=False)
+    assert expect in fix and absent not in fix
+
+
+def test_op_below_roofline_gives_no_gradscaler_to_inference() -> None:
+    import pandas as pd
+
+    from neuron_explorer.analyzers.perf.devices import lookup
+    from neuron_explorer.analyzers.rules.perf import likely_cause
+
+    v100 = lookup("V100")
+    assert v100 is not None and not v100.supports("bf16")
+    row = pd.Series(
+        {"category": "gemm", "compute_dtype": "fp32", "params": "{}", "bound": "compute", "data_moved_mb": 10.0}
+    )
+    hw = Hardware("cuda", "Tesla V100-SXM2-32GB", 7, 0)
+    assert "GradScaler" in likely_cause(row, v100, 0, hw, training=True)[1]
+    assert "GradScaler" not in likely_cause(row, v100, 0, hw, training=False)[1]
