@@ -24,6 +24,7 @@ from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 
 if TYPE_CHECKING:
     from neuron_explorer.analyzers.hardware import Hardware
+    from neuron_explorer.analyzers.run_kind import RunKind
 
 #: Step number used for rows that cover the whole trace because it has no ProfilerStep spans.
 WHOLE_TRACE_STEP = -1
@@ -45,6 +46,7 @@ _DEVICE_COLUMNS = (
     "src_line",
     "src_func",
     "src_precision",
+    "src_module",
     "memcpy_kind",
     "bytes",
     "collective_name",
@@ -71,6 +73,7 @@ _HOST_COLUMNS = (
     "src_line",
     "src_func",
     "src_precision",
+    "src_module",
     "fwd_id",
 )
 _MEMORY_COLUMNS = (
@@ -231,6 +234,13 @@ class TraceFrames:
         from neuron_explorer.analyzers.hardware import hardware_of
 
         return hardware_of(self.metadata, self.device_types)
+
+    @cached_property
+    def run_kind(self) -> RunKind:
+        """Training or inference (``analyzers.run_kind``): rules ask it before training advice."""
+        from neuron_explorer.analyzers.run_kind import run_kind_of
+
+        return run_kind_of(self)
 
     @cached_property
     def device_properties(self) -> list[dict[str, Any]]:

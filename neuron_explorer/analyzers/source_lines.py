@@ -7,6 +7,10 @@ launching op, or from the forward op for backward kernels); memory is what the l
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -72,7 +76,7 @@ def source_line_table(frames: TraceFrames) -> pd.DataFrame:
     alloc = mem["bytes"].to_numpy() if len(mem) else np.zeros(0, np.int64)
     # The user's own Python: self time of python frames whose own file is user code (library
     # frames such as nn.Module.__call__ are framework overhead, not the line's Python work).
-    own_py = (h["kind"] == Kind.PYTHON).to_numpy() & _user_frame_mask(h["name"])
+    own_py = (h["kind"] == Kind.PYTHON).to_numpy() & _user_frame_mask(h["name"], host["src_file"].dropna().unique())
     parts = [
         _part(h, host_ns=self_ns, python_ns=np.where(own_py, self_ns, 0), event_count=1),
         _part(dev, device_ns=dev["dur_ns"].to_numpy(), kernel_count=1),
@@ -105,13 +109,37 @@ def source_line_table(frames: TraceFrames) -> pd.DataFrame:
     return g.reset_index(drop=True)[COLUMNS]
 
 
-def _user_frame_mask(names: pd.Series) -> np.ndarray:
+def _user_frame_mask(names: pd.Series, attributed: Iterable[Any] = ()) -> np.ndarray:
     """True where a python event's own frame ("file.py(12): func") is in user code; evaluated
-    once per distinct name."""
-    from neuron_explorer.analyzers.rules._evidence import is_user_file
-
+    once per distinct name (see ``is_user_frame_file``)."""
     cat = names.astype("category")
     frames = [parse_python_frame(str(n)) for n in cat.cat.categories]
-    user = np.array([f is not None and is_user_file(f[0]) for f in frames] + [False])
+    known = attributed_files(attributed)
+    user = np.array([f is not None and is_user_frame_file(f[0], known) for f in frames] + [False])
     codes = cat.cat.codes.to_numpy()
     return user[np.where(codes < 0, len(frames), codes)]
+
+
+def attributed_files(files: Iterable[Any]) -> tuple[str, ...]:
+    """The distinct source files events are attributed to (the collectors attribute to user
+    files only), slashes normalised."""
+    return tuple({str(f).replace("\\", "/") for f in files if isinstance(f, str) and f})
+
+
+def is_user_frame_file(path: str, attributed: tuple[str, ...]) -> bool:
+    """Is a Python frame's own file (as the profiler names it) the user's?
+
+    torch writes a frame's file relative to the ``sys.path`` entry it was imported from
+    (``fakezoom/__init__.py`` for a package installed off the usual folders), which the
+    collector resolved (and judged) but the frame's name keeps. So a relative path inside a
+    package is the user's only where the trace attributes events to that file, or to another
+    file of the same package; a top-level script (``train.py``) keeps the path rules."""
+    from neuron_explorer.analyzers.rules._evidence import is_user_file
+
+    if not is_user_file(path):
+        return False
+    p = path.replace("\\", "/")
+    if p.startswith("/") or re.match(r"^[A-Za-z]:/", p) or "/" not in p or not attributed:
+        return True
+    package = "/" + p.split("/", 1)[0] + "/"
+    return any(a == p or a.endswith("/" + p) or package in "/" + a for a in attributed)

@@ -139,8 +139,16 @@ class Locations:
         return elide_left(path, max(width - len(loc) - len(tail), 2)) + loc + tail
 
     def finding_line(self, sl: dict[str, Any], width: int | None = None) -> str:
-        """One of a finding's ``source_lines`` (``{"file", "line", "func", ...}``)."""
-        return self.format(sl.get("file"), sl.get("line"), sl.get("func"), sl.get("precision"), width)
+        """One of a finding's ``source_lines`` (``{"file", "line", "func", ...}``); a line split
+        by nn.Module path and op (one line held nearly all the time) says ``in MODULE: OP`` after it."""
+        inside = ""
+        if sl.get("module"):
+            inside = f" in {sl['module']}" + (f": {sl['op']}" if sl.get("op") else "")
+            if width is not None:
+                room = max(width // 2, 8)
+                inside = inside if len(inside) <= room else inside[: room - 1] + ELLIPSIS
+                width = max(width - len(inside), 8)
+        return self.format(sl.get("file"), sl.get("line"), sl.get("func"), sl.get("precision"), width) + inside
 
     def is_function_level(self, file: Any, line: Any, precision: Any = None) -> bool:
         lineno = _int(line)

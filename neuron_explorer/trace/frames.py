@@ -46,7 +46,7 @@ LIBRARY_ROOTS: tuple[str, ...] = (
         for p in (
             "torch", "torchvision", "torchaudio", "torchtune", "torchao", "numpy", "scipy", "pandas", "sklearn",
             "transformers", "accelerate", "datasets", "diffusers", "peft", "timm", "vllm", "flashinfer", "triton",
-            "xformers", "deepspeed", "megatron", "apex", "fairscale", "lightning", "pytorch_lightning", "tqdm",
+            "xformers", "aiter", "flash_attn", "deepspeed", "megatron", "apex", "fairscale", "lightning", "pytorch_lightning", "tqdm",
             "PIL", "cv2", "einops", "safetensors", "tokenizers", "huggingface_hub", "jax", "torch_xla",
             "torch_neuronx", "torchneuron", "libneuronxla", "neuronx_distributed", "setuptools", "pkg_resources",
             "_pytest", "pytest", "pluggy", "IPython", "ipykernel", "wandb", "tensorboard", "google", "yaml",

@@ -60,6 +60,7 @@ class Layout:
         **extra: Any,
     ) -> int:
         return self._add(
+            **extra,
             kind=kind,
             category=kind,
             name=name,

@@ -31,6 +31,7 @@ LIBRARY = [
     "/usr/local/lib/python3.10/dist-packages/scipy/ndimage/_interpolation.py",
     "torch/nn/modules/module.py",
     "scipy/ndimage/_interpolation.py",
+    "aiter/ops/triton/gemm_a8w8.py",  # a vendored package, written relative to its sys.path entry
     "torch/_dynamo/eval_frame.py",  # Dynamo's own source: its disable wrappers run in eager code
     "/opt/conda/lib/python3.10/site-packages/torch/_dynamo/eval_frame.py",
 ]

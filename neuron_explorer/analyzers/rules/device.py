@@ -9,9 +9,11 @@ from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAME
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.kernels import uses_tensor_cores
+from neuron_explorer.analyzers.rules._advice import compile_advice, fused_optimizer_advice
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms, of_wall
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
+from neuron_explorer.analyzers.run_kind import RunKind
 
 
 def _need_device(ctx: RuleContext) -> pd.DataFrame:
@@ -94,7 +96,7 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
             source_lines=lines_from(after, "dur_ns"),
             recommendation=(
                 "Keep the device fed: fix the largest idle category first (the findings below name it), "
-                "increase the batch size, move input preparation off the training thread (DataLoader workers, "
+                "increase the batch size, move input preparation off the loop's thread (DataLoader workers, "
                 "pin_memory=True, non_blocking=True copies), remove host syncs from the step."
             ),
         )
@@ -157,11 +159,7 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
             category="host_launch",
             event_ids=[int(x) for x in small.nsmallest(5, "start_ns")["event_id"]],
             source_lines=lines_from(src, "one"),
-            recommendation=(
-                "Fuse small kernels: torch.compile(model) (on CUDA, mode='reduce-overhead' adds CUDA graphs), "
-                "foreach/fused optimizers (torch.optim.AdamW(params, fused=True)), larger batches; avoid Python "
-                "loops issuing one tiny op per element."
-            ),
+            recommendation=launch_bound_advice(ctx.frames.hardware, ctx.frames.run_kind),
         )
     ]
 
@@ -216,14 +214,37 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
             cost_ns=int(non_tc_ns * 0.5),  # tensor cores typically at least halve GEMM time
             event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
             source_lines=lines_from(ev, "dur_ns"),
-            recommendation=reduced_precision_advice(hw),
+            recommendation=reduced_precision_advice(hw, ctx.frames.run_kind),
         )
     ]
 
 
-def reduced_precision_advice(hw: Hardware) -> str:
+def launch_bound_advice(hw: Hardware, kind: RunKind) -> str:
+    """Fewer launches: torch.compile (graph capture where the device has it), a fused optimizer
+    only where the run trains, larger batches."""
+    fixes = [compile_advice(hw)]
+    opt = fused_optimizer_advice(hw, kind)
+    if opt:
+        fixes.append(opt)
+    fixes.append("larger batches")
+    return "Fuse small kernels: " + ", ".join(fixes) + "; avoid Python loops issuing one tiny op per element."
+
+
+def reduced_precision_advice(hw: Hardware, kind: RunKind | None = None) -> str:
     """Autocast advice this hardware can take: bf16 (and TF32) from NVIDIA compute capability 8.0,
-    float16 with a GradScaler on Volta/Turing (no bf16 there), bf16 on ROCm, Neuron, MTIA, XPU."""
+    float16 with a GradScaler on Volta/Turing (no bf16 there), bf16 on ROCm, Neuron, MTIA, XPU.
+    A run without a backward pass or optimizer step (inference) gets no GradScaler (it scales
+    gradients) and no word on the optimizer step."""
+    if kind is not None and not kind.training:
+        if hw.bf16:
+            tf32 = ', or at least TF32 matmuls: torch.set_float32_matmul_precision("high")' if hw.tf32 else ""
+            return f"Run the forward pass in {hw.autocast('bfloat16')} (or cast the model: model.to(torch.bfloat16)){tf32}."
+        if hw.is_nvidia and hw.compute_major is None:
+            return (
+                f"Run the forward pass in {hw.autocast('bfloat16')} on compute capability 8.0 and newer "
+                f"(torch.cuda.is_bf16_supported()), else in {hw.autocast('float16')}."
+            )
+        return f"Run the forward pass in {hw.autocast('float16')} (or cast the model: model.half())."
     keep = "; the optimizer step stays in fp32 (autocast leaves it alone)"
     if hw.bf16:
         tf32 = ', or at least TF32 matmuls: torch.set_float32_matmul_precision("high")' if hw.tf32 else ""
@@ -300,6 +321,6 @@ def fp32_amp(ctx: RuleContext) -> list[Finding]:
             cost_ns=int(fp32_ns * 0.5),
             event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
             source_lines=lines_from(ev, "dur_ns"),
-            recommendation=reduced_precision_advice(ctx.frames.hardware),
+            recommendation=reduced_precision_advice(ctx.frames.hardware, ctx.frames.run_kind),
         )
     ]

@@ -3,6 +3,8 @@ host-bound device."""
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -10,11 +12,13 @@ from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
+from neuron_explorer.analyzers.rules._advice import compile_advice
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
     category_ns,
     issuing_ops,
+    library_symbol,
     lines_from,
     ms,
     num_steps,
@@ -27,6 +31,8 @@ from neuron_explorer.analyzers.rules._evidence import (
 from neuron_explorer.analyzers.rules._evidence import per_step as per_step_txt
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains, tiny_op_stats, tiny_ops_explain
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
+from neuron_explorer.analyzers.source_lines import attributed_files, is_user_frame_file
+from neuron_explorer.trace.frames import parse_python_frame
 from neuron_explorer.trace.schema import Kind
 
 
@@ -103,9 +109,19 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
             event_ids=ids,
             source_lines=lines_from(src, "dur_ns"),
             recommendation=(
-                "Keep values on the device inside the loop: accumulate the loss in a device tensor and call "
-                ".item() every N steps, avoid print(tensor)/.cpu()/.tolist() and torch.cuda.synchronize() in the "
-                "step, and avoid data-dependent shapes (torch.nonzero, boolean masks) on the hot path."
+                "Keep values on the device inside the loop: "
+                + (
+                    "accumulate the loss in a device tensor and call .item() every N steps"
+                    if ctx.frames.run_kind.training
+                    else "keep outputs on the device and copy results to the host once per batch of steps"
+                )
+                + ", avoid print(tensor)/.cpu()/.tolist() and "
+                + (
+                    "torch.cuda.synchronize()"
+                    if ctx.frames.hardware.torch_device == "cuda"
+                    else "device synchronize calls"
+                )
+                + " in the step, and avoid data-dependent shapes (torch.nonzero, boolean masks) on the hot path."
             ),
         )
     ]
@@ -126,23 +142,36 @@ def dataloader_stall(ctx: RuleContext) -> list[Finding]:
     pct = 100.0 * load_ns / wall
     if pct < ctx.threshold("max_pct"):
         return []
-    candidates = host[(host["kind"] != Kind.STEP).to_numpy() & ~ctx.frames.encloses_step]
-    inside = _host_window_pieces(ctx, candidates, span)
-    inside = inside[~name_mask(inside["name"], DATALOADER)]
-    inside_self = ctx.frames.host_self_ns.reindex(inside.index).to_numpy()
-    batches = int(calls_in_steps(ctx, span).sum()) or len(span)
-    tr, ids = ranges(span)
+    calls = loader_calls(ctx, span)
+    inside, inside_self = calls.inside, calls.inside_self
+    real = span[~calls.exhausted]
+    batches = int(calls_in_steps(ctx, real).sum()) or len(real) or 1
+    held = library_frame(inside, inside_self, int(span["dur_ns"].sum()), host["src_file"].dropna().unique())
+    where = ""
+    if held is not None and held["share_pct"] >= 50.0:
+        caller = f" called from {held['caller']}" if held["caller"] else ""
+        where = f"; {held['share_pct']:.0f}% of the loader's time is inside {held['name']} (library){caller}"
+    exhausted = int(calls.exhausted.sum())
+    tr, ids = ranges(real if len(real) else span)
     return [
         ctx.finding(
-            title=f"Waiting for data takes {pct:.0f}% {of_wall(ctx.frames.has_steps)}",
+            title=f"Waiting for data takes {pct:.0f}% {of_wall(ctx.frames.has_steps)}"
+            + (f", inside {held['name']} (library)" if where else ""),
             message=(
                 f"The device had nothing to run for {ms(load_ns)} while the loop waited for {batches} batches "
-                f"({ms(load_ns / batches)} per batch) in the DataLoader."
+                f"({ms(load_ns / batches)} per batch) in the DataLoader{where}."
+                + (
+                    " The loader's last call, which found it exhausted (StopIteration), is not counted as a batch."
+                    if exhausted
+                    else ""
+                )
             ),
             metrics={
                 "dataloader_pct": metric(pct, "%"),
                 "dataloader_ns": metric(int(load_ns), "ns"),
                 "per_batch_ns": metric(load_ns / batches, "ns"),
+                "batches": metric(batches, "batches"),
+                **({"library_share_pct": metric(held["share_pct"], "%")} if where else {}),
             },
             cost_ns=int(load_ns),
             category="data_loading",
@@ -150,11 +179,97 @@ def dataloader_stall(ctx: RuleContext) -> list[Finding]:
             event_ids=ids,
             source_lines=lines_from(inside, inside_self, n=5, user_only=False),
             recommendation=(
-                "Load data in parallel: DataLoader(dataset, num_workers=4, pin_memory=True, persistent_workers=True, "
-                "prefetch_factor=2); move decoding/augmentation off the hot path or cache preprocessed data."
+                "Load data in parallel: DataLoader(dataset, num_workers=4, "
+                + ("pin_memory=True, " if len(ctx.frames.device) else "")  # pinned memory only speeds device copies
+                + "persistent_workers=True, prefetch_factor=2); "
+                + (
+                    f"the time is in {held['name']}, called from {held['caller'] or 'the dataset'}: "
+                    "run it in the workers, on whole batches, or once ahead of the loop (cache its output)."
+                    if where
+                    else "move decoding/augmentation off the hot path or cache preprocessed data."
+                )
             ),
         )
     ]
+
+
+class LoaderCalls(NamedTuple):
+    """The host events inside the DataLoader's ``__next__`` spans, their self time, and which
+    spans are the loader's final, exhausted call (it raised StopIteration: no batch)."""
+
+    inside: pd.DataFrame
+    inside_self: np.ndarray
+    exhausted: np.ndarray  # per row of the spans, in their order
+
+
+def loader_calls(ctx: RuleContext, span: pd.DataFrame) -> LoaderCalls:
+    """Assign each host event to the loader span its start lies in (whole columns). A span is
+    the exhausted call when it is its rank's last and fetched nothing: no framework op (the
+    collate's ``aten::stack``) and no ``fetch`` frame ran in it."""
+    host = ctx.frames.host
+    cand = host[(host["kind"] != Kind.STEP).to_numpy() & ~ctx.frames.encloses_step]
+    cand = cand[~name_mask(cand["name"], DATALOADER)]
+    order = np.lexsort((span["start_ns"].to_numpy(), span["rank"].to_numpy()))
+    ws = span["start_ns"].to_numpy()[order]
+    wr = span["rank"].to_numpy()[order]
+    we = ws + span["dur_ns"].to_numpy()[order]
+    s = cand["start_ns"].to_numpy()
+    rows, win, _, _ = clip_to_windows(cand["rank"].to_numpy(), s, s + 1, wr, ws, we)
+    inside = cand.iloc[rows]
+    fetched = (inside["kind"] == Kind.CPU_OP).to_numpy() | name_mask(inside["name"], r"fetch")
+    did_fetch = np.zeros(len(span), bool)
+    did_fetch[np.unique(win[fetched])] = True
+    last = np.r_[wr[1:] != wr[:-1], True]
+    exhausted_sorted = last & ~did_fetch
+    exhausted = np.zeros(len(span), bool)
+    exhausted[order] = exhausted_sorted
+    inside_self = ctx.frames.host_self_ns.reindex(inside.index).to_numpy()
+    return LoaderCalls(inside, inside_self, exhausted)
+
+
+def library_frame(
+    inside: pd.DataFrame, self_ns: np.ndarray, wait_ns: int, ctx_user_files: Any = None
+) -> dict[str, Any] | None:
+    """The library Python frame holding the most self time among ``inside`` (data-loading
+    machinery of torch.utils.data aside), its share of ``wait_ns``, and the user line that called
+    it (the frame's own attribution: the nearest user caller)."""
+    py = (inside["kind"] == Kind.PYTHON).to_numpy()
+    if not py.any() or wait_ns <= 0:
+        return None
+    names = inside["name"][py].astype(str)
+    own = names.map(parse_python_frame)
+    known = attributed_files(ctx_user_files if ctx_user_files is not None else inside["src_file"].dropna().unique())
+
+    def is_library(path: str) -> bool:
+        if "torch/utils/data" in path:  # the loader's own machinery: not where the time goes
+            return False
+        return not is_user_frame_file(path, known)
+
+    lib = own.map(lambda f: f is not None and is_library(f[0])).to_numpy(bool)
+    if not lib.any():
+        return None
+    frame = pd.DataFrame(
+        {
+            "name": names.to_numpy()[lib],
+            "ns": self_ns[py][lib],
+            "caller": (
+                inside["src_file"][py].astype(object).astype(str).to_numpy()[lib]
+                + ":"
+                + inside["src_line"][py].astype("Int64").astype(str).to_numpy()[lib]
+            ),
+        }
+    )
+    by = frame.groupby("name")["ns"].sum().sort_values(ascending=False)
+    top = str(by.index[0])
+    callers = frame[frame["name"] == top].groupby("caller")["ns"].sum().sort_values(ascending=False)
+    file, _, func = parse_python_frame(top) or ("", 0, "")
+    caller = str(callers.index[0]) if len(callers) and not str(callers.index[0]).startswith(("nan", "None")) else ""
+    return {
+        "name": library_symbol(file, func),
+        "ns": int(by.iloc[0]),
+        "share_pct": 100.0 * float(by.iloc[0]) / wait_ns,
+        "caller": caller,
+    }
 
 
 @rule("host_hotspot", family="host", title="Host hotspot by source line", thresholds={"min_pct": (10.0, "% of wall")})
@@ -309,7 +424,7 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
             category="host_launch",
             source_lines=top_source_lines(ctx.analysis, "host_ns"),
             recommendation=(
-                "Reduce host work per step: torch.compile(model) (mode='reduce-overhead' adds CUDA graphs), "
+                f"Reduce host work per step: {compile_advice(ctx.frames.hardware)}, "
                 "fewer and larger ops, DataLoader workers for input work, and no per-step Python bookkeeping."
             ),
         )

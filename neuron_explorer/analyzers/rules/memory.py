@@ -148,6 +148,8 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
         raise RuleSkipped("skipped: needs memcpy byte counts")
     h2d = m[m["memcpy_kind"].astype(str).str.contains("HtoD", case=False).to_numpy()]
     small = h2d[(h2d["bytes"] >= 0) & (h2d["bytes"] <= ctx.threshold("max_bytes"))]
+    if ctx.frames.has_steps:  # "per step" counts the copies in steps, not those before or after them
+        small = small[calls_in_steps(ctx, small)]
     per_step = len(small) / num_steps(ctx.analysis)
     if per_step < ctx.threshold("min_per_step"):
         return []

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.perf.devices import DeviceSpec, lookup, spec_from_dict
 from neuron_explorer.analyzers.perf.shapes import short_dtypes, short_shapes
 from neuron_explorer.analyzers.rules._evidence import ms
@@ -63,17 +64,32 @@ def _low_precision(spec: DeviceSpec | None) -> str:
     return "fp16" if spec.supports("fp16") else "bf16"
 
 
-def likely_cause(row: pd.Series, spec: DeviceSpec | None, same_line_elementwise: int) -> tuple[str, str]:
-    """(cause, recommendation) for an op group far below its roof."""
+def likely_cause(
+    row: pd.Series,
+    spec: DeviceSpec | None,
+    same_line_elementwise: int,
+    hw: Hardware | None = None,
+    training: bool = True,
+) -> tuple[str, str]:
+    """(cause, recommendation) for an op group far below its roof. With ``hw``, the advice
+    names this device's autocast and graph capture (none on CPU, MTIA, Neuron); a run that does
+    not train (``training`` False) gets no GradScaler."""
+    device = hw.torch_device if hw is not None else "cuda"
+    graphs = "HIP graph" if hw is not None and hw.device_type == "hip" else "CUDA graph"
+    capture = (
+        f"capture the step in a {graphs} / torch.compile"
+        if hw is None or hw.device_type in ("cuda", "hip")
+        else "torch.compile the step"
+    )
     params: dict[str, Any] = json.loads(row["params"]) if isinstance(row["params"], str) else {}
     cat, dtype = row["category"], row["compute_dtype"]
     low = _low_precision(spec)
     if cat in _MATRIX and dtype == "fp32" and (spec is None or spec.supports(low)):
         tf32 = " or allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True)" if spec and spec.supports("tf32") else ""
-        scaler = " with a GradScaler" if low == "fp16" else ""
+        scaler = " with a GradScaler" if low == "fp16" and training else ""
         return (
             "fp32 math on a device whose matrix units want lower precision",
-            f"Run this op in {low} under torch.autocast('cuda', dtype=torch.{'bfloat16' if low == 'bf16' else 'float16'})"
+            f"Run this op in {low} under torch.autocast('{device}', dtype=torch.{'bfloat16' if low == 'bf16' else 'float16'})"
             f"{scaler}{tf32}.",
         )
     if cat == "gemm":
@@ -82,7 +98,7 @@ def likely_cause(row: pd.Series, spec: DeviceSpec | None, same_line_elementwise:
             return (
                 f"small GEMM (M={params.get('M')}, N={params.get('N')}, K={params.get('K')}): tiles stay mostly empty",
                 "Batch these matmuls (torch.bmm / a larger batch), fuse the projections that share an input "
-                "into one GEMM, or capture the step in a CUDA graph / torch.compile to cut per-kernel overhead.",
+                f"into one GEMM, or {capture} to cut per-kernel overhead.",
             )
         if params.get("non_contiguous"):
             return (
@@ -117,7 +133,7 @@ def likely_cause(row: pd.Series, spec: DeviceSpec | None, same_line_elementwise:
     if row["data_moved_mb"] < 1.0:
         return (
             "tensors too small to keep the device busy",
-            "Batch the work into fewer, larger ops, or capture it in a CUDA graph / torch.compile.",
+            f"Batch the work into fewer, larger ops, or {capture.replace('the step', 'it')}.",
         )
     return (
         "memory traffic below the bandwidth the device offers",
@@ -161,7 +177,7 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
     out = []
     for _, row in slow.head(int(ctx.threshold("max_findings"))).iterrows():
         n_chain = int(chain.get((row["src_file"], row["src_line"]), 0)) if row["src_line"] >= 0 else 0
-        cause, fix = likely_cause(row, spec, n_chain)
+        cause, fix = likely_cause(row, spec, n_chain, ctx.frames.hardware, ctx.frames.run_kind.training)
         kernel_ns = row["kernel_time_us"] * 1e3
         where = f" at {row['src_file']}:{row['src_line']}" if row["src_line"] >= 0 else ""
         roof = row["bound"]

@@ -12,6 +12,7 @@ import pandas as pd
 
 from neuron_explorer.analyzers.culprit import late_work, matched, wait_by_rank
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.links import instance_type, peak_for
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -107,7 +108,7 @@ def culprit_rank(ctx: RuleContext) -> list[Finding]:
     family="ranks",
     title="Collectives far below the link's bus bandwidth",
     thresholds={
-        "peak_busbw_gbps": (0.0, "GB/s (0: unknown)"),
+        "peak_busbw_gbps": (0.0, "GB/s (0: from the link table)"),
         "max_pct_of_peak": (25.0, "%"),
         "min_bytes": (1 << 20, "bytes"),
     },
@@ -115,16 +116,24 @@ def culprit_rank(ctx: RuleContext) -> list[Finding]:
 def slow_collective(ctx: RuleContext) -> list[Finding]:
     """Collectives of at least ``min_bytes`` whose bus bandwidth (NCCL's convention, on the last
     rank to arrive: a transfer with no waiting) is below ``max_pct_of_peak`` of the link's peak
-    ``peak_busbw_gbps``. The peak is not in the trace: without it the rule is skipped."""
+    ``peak_busbw_gbps``. Without that threshold the peak comes from the link table
+    (``analyzers/links.py``): the intra-node link of the device model when the group fits in one
+    node, else the network's (from the instance type); skipped when neither is known."""
     peak = ctx.threshold("peak_busbw_gbps")
     c = ctx.analysis.collectives
     if not len(c):
         raise RuleSkipped("skipped: needs collective kernels")
-    if peak <= 0:
-        raise RuleSkipped(
-            "skipped: needs the link's peak bus bandwidth (--threshold slow_collective.peak_busbw_gbps=N)"
-        )
     sized = c[(c["bytes"] >= ctx.threshold("min_bytes")) & c["busbw_gbps"].notna()]
+    link_name, peak_from = "the given", "--threshold slow_collective.peak_busbw_gbps"
+    if peak <= 0:
+        group = sized["group_size"].fillna(sized["num_ranks"]) if len(sized) else c["num_ranks"]
+        n = int(group.max()) if len(group) and group.notna().any() else int(ctx.frames.hardware.world_size or 1)
+        link, why = peak_for(ctx.frames.hardware, n, instance_type(ctx.frames.metadata))
+        if link is None:
+            raise RuleSkipped(
+                f"skipped: needs the link's peak bus bandwidth: {why} (--threshold slow_collective.peak_busbw_gbps=N)"
+            )
+        peak, link_name, peak_from = link.busbw_gbps, link.link, f"{why}; {link.source}"
     if not len(sized):
         raise RuleSkipped("skipped: needs collectives with a recorded message size (In/Out msg nelems, dtype)")
     slow = sized[sized["busbw_gbps"] < peak * ctx.threshold("max_pct_of_peak") / 100.0]
@@ -142,8 +151,13 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
     if ctx.frames.hardware.device_type in ("cuda", "hip"):  # NCCL, or RCCL, which reads the same variables
         advice = (
             "Check the transport NCCL chose (NCCL_DEBUG=INFO: NVLink/IB vs sockets), NCCL_ALGO/NCCL_PROTO, "
-            "the topology (ranks of one group spread over nodes), and bucket sizes: small messages never "
-            "reach the link's bandwidth (DistributedDataParallel(bucket_cap_mb=...))."
+            "the topology (ranks of one group spread over nodes), and message sizes: small messages never "
+            "reach the link's bandwidth"
+            + (
+                " (larger buckets: DistributedDataParallel(model, bucket_cap_mb=...))."
+                if ctx.frames.run_kind.training
+                else "; fewer, larger collectives do."
+            )
         )
     else:
         advice = (
@@ -157,7 +171,8 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
             message=(
                 f"{len(slow)} of {len(sized)} collectives of at least {int(ctx.threshold('min_bytes')):,} bytes reach a "
                 f"median {med:.1f} GB/s; at peak their kernels would take {ms(lost)} less (transfer time, "
-                f"whether or not compute overlaps it).{chose}"
+                f"whether or not compute overlaps it).{chose} Peak: {peak:.0f} GB/s per rank and direction "
+                f"({link_name} link; {peak_from})."
             ),
             metrics={
                 "slow_collectives": metric(len(slow), "collectives"),

@@ -111,8 +111,13 @@ def warmup_cost(ctx: RuleContext) -> list[Finding]:
             time_ranges=[[int(r.start_ns), int(r.end_ns)] for r in warm.itertuples()],
             recommendation=(
                 "Exclude warm-up from measurements (profiler schedule with warmup>=1) and, for long runs, "
-                "cut it: cache compiled artifacts (TORCHINDUCTOR_FX_GRAPH_CACHE), mark dynamic shapes, "
-                "set torch.backends.cudnn.benchmark only for fixed shapes."
+                "cut it: cache compiled artifacts (TORCHINDUCTOR_FX_GRAPH_CACHE), mark dynamic shapes"
+                + (
+                    # cuDNN (MIOpen on ROCm) autotuning: a device with those libraries only
+                    ", set torch.backends.cudnn.benchmark only for fixed shapes."
+                    if ctx.frames.hardware.torch_device == "cuda"
+                    else "."
+                )
             ),
         )
     ]
