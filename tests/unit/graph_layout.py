@@ -59,8 +59,7 @@ class Layout:
         op: int | None = None,
         **extra: Any,
     ) -> int:
-        return self._add(
-            **extra,
+        row: dict[str, Any] = dict(
             kind=kind,
             category=kind,
             name=name,
@@ -73,8 +72,9 @@ class Layout:
             dur_ns=int((end_us - start_us) * US),
             launch_id=launch,
             op_id=op,
-            **extra,
         )
+        row.update(extra)  # any column, a default included (device=1, memcpy_kind=...)
+        return self._add(**row)
 
     def stream_wait(self, at_us: float, waited: int, waiting: int, record_corr: int, corr: int) -> int:
         args = {
