@@ -15,7 +15,10 @@ way for both; the exact lines travel in ``RawEvents.src``.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import tempfile
 from operator import attrgetter
 from typing import Any
 
@@ -47,18 +50,63 @@ def convert_results(
     """Convert one profiler cycle's ``kineto_results`` into a ``Trace``."""
     user_code = user_code or UserCode.default()
     pruned: dict[str, int] = {}
-    raw = results_to_raw(results, FileResolver(user_code, search_path), pruned=pruned)
+    try:
+        raw = results_to_raw(results, FileResolver(user_code, search_path), pruned=pruned)
+    except (AttributeError, ImportError, TypeError) as exc:
+        # A torch whose in-memory results differ from what this reader knows (seen: torch 2.11
+        # has no ``torch._C._autograd._ITraceActivity``): the trace still comes through torch's
+        # own JSON export, with function-level lines, and says why.
+        return _convert_through_json(results, metadata, cycle, f"{type(exc).__name__}: {exc}")
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
     return build_trace(raw, {**metadata, "pruned": pruned}, user_code=user_code)
+
+
+def _convert_through_json(results: Any, metadata: dict[str, Any], cycle: int, why: str) -> Trace:
+    """``results.save()`` (what ``export_chrome_trace`` writes) imported as a Kineto JSON trace,
+    the capture's metadata kept and ``capture_fallback`` naming the reason. torch saves a
+    result once only, so the file is kept (``saved_export``) for the user's own
+    ``export_chrome_trace`` and removed when the process exits."""
+    from neuron_explorer.collectors.kineto_json import import_kineto_json
+
+    fd, path = tempfile.mkstemp(prefix=f"neuron-explorer-cycle{cycle}-", suffix=".json")
+    os.close(fd)
+    if not _SAVED:
+        atexit.register(_remove_saved)
+    _SAVED[id(results)] = path
+    results.save(path)
+    trace = import_kineto_json(path)
+    meta = {k: v for k, v in trace.metadata.items() if k not in ("source", "path")}
+    meta.update(metadata, capture_fallback=why)
+    table = trace.events
+    if "cycle" in table.column_names:
+        table = table.set_column(
+            table.column_names.index("cycle"), "cycle", pa.array(np.full(table.num_rows, cycle, np.int32))
+        )
+    return Trace(table, meta)
+
+
+#: id(results) -> the Chrome JSON a fallback conversion saved them to (see _convert_through_json).
+_SAVED: dict[int, str] = {}
+
+
+def saved_export(results: Any) -> str | None:
+    """The JSON file ``results`` were already saved to by a fallback conversion, if any."""
+    path = _SAVED.get(id(results))
+    return path if path is not None and os.path.exists(path) else None
+
+
+def _remove_saved() -> None:
+    for path in _SAVED.values():
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def results_to_raw(
     results: Any, resolve: FileResolver, prune: bool | None = None, pruned: dict[str, int] | None = None
 ) -> RawEvents:
     """``prune``: see ``capture_tree.walk_tree``; what was pruned is written into ``pruned``."""
-    from torch._C._autograd import _ITraceActivity as A
-
     acts = results.trace_activities()
+    A = _activity_type(acts)
     types = _strings(A.type, acts)
     keep = [i for i, t in enumerate(types) if t != _PY_CAT]
     sub = [acts[i] for i in keep] if len(keep) != len(acts) else acts
@@ -68,6 +116,24 @@ def results_to_raw(
     if pruned is not None:
         pruned.update(tree.pruned_metadata())
     return _assemble(sub, cols, tree)
+
+
+def _activity_type(acts: list[Any]) -> Any:
+    """The class of torch's activity records, whose unbound getters ``map`` calls at C speed.
+    Read off the records themselves: its name and module moved between torch releases."""
+    if not acts:
+        return _NoActivities()
+    kinds = {type(a) for a in acts}
+    if len(kinds) != 1:
+        raise TypeError(f"activity records of {len(kinds)} types; expected one")
+    return kinds.pop()
+
+
+class _NoActivities:
+    """Getters for an empty record list (never called: ``map`` over nothing)."""
+
+    def __getattr__(self, name: str) -> Any:  # pragma: no cover - nothing to read
+        return lambda activity: None
 
 
 def _ints(getter: Any, items: list[Any]) -> np.ndarray:
@@ -99,8 +165,7 @@ def _strings(getter: Any, items: list[Any]) -> list[str]:
 
 def _activity_columns(acts: list[Any], types: list[str]) -> dict[str, Any]:
     """The activities' own columns, read once through the pybind getters."""
-    from torch._C._autograd import _ITraceActivity as A
-
+    A = _activity_type(acts)
     n_act = len(acts)
     c: dict[str, Any] = {"n": n_act, "types": types}
     c["names"] = pa.array(_strings(A.name, acts), pa.string())
@@ -158,7 +223,7 @@ def _op_info(c: dict[str, Any]) -> dict[int, tuple[bool, int]]:
 
 
 def _assemble(acts: list[Any], c: dict[str, Any], tree: TreeSources) -> RawEvents:
-    from torch._C._autograd import _ITraceActivity as A
+    A = _activity_type(acts)
 
     n_act = c["n"]
     names, start, dur, pid, tid = c["names"], c["start"], c["dur"], c["pid"], c["tid"]

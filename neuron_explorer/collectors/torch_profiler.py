@@ -25,6 +25,8 @@ it adds:
 from __future__ import annotations
 
 import functools
+import gzip
+import shutil
 import sys
 import threading
 import time
@@ -39,7 +41,7 @@ import torch.profiler
 
 from neuron_explorer import __version__, environment
 from neuron_explorer.collectors._conversion import conversion_settings
-from neuron_explorer.collectors.capture_convert import convert_results
+from neuron_explorer.collectors.capture_convert import convert_results, saved_export
 from neuron_explorer.collectors.capture_output import distributed_info, run_metadata, trace_path
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.atomic import OutputError
@@ -207,6 +209,19 @@ class profile(torch.profiler.profile):
         if not self._disabled:
             self._note_distributed()
             super().step()
+
+    def export_chrome_trace(self, path: str, *args: Any, **kwargs: Any) -> None:
+        """torch's own export; when this capture had to be converted through that export (a
+        torch release whose in-memory records are unknown here), the file it already wrote,
+        since torch saves a result once only."""
+        results = getattr(self.profiler, "kineto_results", None) if self.profiler is not None else None
+        saved = saved_export(results) if results is not None else None
+        if saved is None:
+            return super().export_chrome_trace(path, *args, **kwargs)
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with open(saved, "rb") as src, opener(path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        return None
 
     def _note_distributed(self) -> None:
         # A program often destroys its process group before the profile ends: remember it.

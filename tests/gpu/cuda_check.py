@@ -62,7 +62,12 @@ def main() -> int:
         ne_step = (time.perf_counter() - t0) / 12
         t_exit = time.perf_counter()
     exit_s = time.perf_counter() - t_exit
+    if prof.path is None:
+        print(f"FAIL capture: {prof.errors}")
+        return 1
     trace = ne.load(prof.path)
+    if trace.metadata.get("capture_fallback"):
+        print(f"NOTE capture went through torch's JSON export: {trace.metadata['capture_fallback']}")
     df = trace.to_pandas()
     kernels = df[df["kind"] == "kernel"]
     checks = {

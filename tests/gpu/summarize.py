@@ -1,0 +1,102 @@
+"""Figures of a GPU session (tests/gpu/gpu_session.sh), from the traces it wrote.
+
+    python tests/gpu/summarize.py WORK_DIR
+
+For each recorded trace: events, kernels, the share of kernel time at each source precision,
+and how many kernels sit on each marked line of tests/gpu/gpt_block.py; for the interleaved
+matmul trace, the what-if prediction against the measured saving. Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import neuron_explorer as ne
+from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.graph import Edits, replay_summary
+
+HERE = Path(__file__).resolve().parent
+
+
+def marks() -> dict[int, str]:
+    out = {}
+    for i, line in enumerate((HERE / "gpt_block.py").read_text().splitlines(), 1):
+        if "# LINE:" in line:
+            out[i] = line.split("# LINE:")[1].split()[0]
+    return out
+
+
+def trace_figures(path: Path) -> dict:
+    t = ne.load(path)
+    df = t.to_pandas()
+    k = df[df["kind"] == "kernel"]
+    fig: dict = {"events": len(df), "kernels": len(k), "kernel_ns": int(k["dur_ns"].sum())}
+    if len(k):
+        prec = k.groupby(k["src_precision"].astype(str))["dur_ns"].sum() / max(1, k["dur_ns"].sum())
+        fig["kernel_time_by_precision"] = {p: round(float(v), 4) for p, v in prec.items()}
+        in_block = k[k["src_file"].astype(str).str.endswith("gpt_block.py")]
+        fig["kernel_time_in_gpt_block"] = round(float(in_block["dur_ns"].sum() / k["dur_ns"].sum()), 4)
+        m = marks()
+        on = in_block[in_block["src_line"].isin(list(m))]
+        fig["kernels_on_marked_lines"] = {m[int(line)]: int(n) for line, n in on.groupby("src_line").size().items()}
+        graph = k[k["graph_id"].fillna(-1) >= 0] if "graph_id" in k else k.iloc[:0]
+        fig["graph_kernels"] = len(graph)
+        fig["graph_kernels_with_line"] = int(graph["src_line"].notna().sum())
+        names = k.groupby(k["name"].astype(str))["dur_ns"].sum().sort_values(ascending=False).head(5)
+        fig["top_kernels"] = {n[:80]: int(v) for n, v in names.items()}
+    ops = df[df["kind"] == "cpu_op"]
+    if len(ops):
+        prec = ops.groupby(ops["src_precision"].astype(str))["dur_ns"].sum() / max(1, ops["dur_ns"].sum())
+        fig["op_time_by_precision"] = {p: round(float(v), 4) for p, v in prec.items()}
+    fig["steps"] = int((df["kind"] == "step").sum())
+    fig["metadata_pruned"] = t.metadata.get("pruned") if hasattr(t, "metadata") else None
+    return fig
+
+
+def whatif_mm(path: Path) -> dict:
+    t = ne.load(path)
+    ops = t.ops(["name", "step"])
+    mm = ops[ops["name"].astype(str) == "aten::mm"]
+    calls = mm.groupby("step").size()
+    full = {int(s) for s, n in calls.items() if n == 4}
+    half = {int(s) for s, n in calls.items() if n == 2}
+    frames = TraceFrames(t)
+    base = replay_summary(frames)["steps"]
+    edited = replay_summary(frames, Edits(scale=(("^aten::mm$", 0.5),)))["steps"]
+    predicted = statistics.median(s["saving_ns"] for s in edited if s["step"] in full)
+    mf = statistics.median(s["measured_ns"] for s in base if s["step"] in full)
+    mh = statistics.median(s["measured_ns"] for s in base if s["step"] in half)
+    return {
+        "full_steps": len(full),
+        "half_steps": len(half),
+        "measured_full_ms": mf / 1e6,
+        "measured_saving_ms": (mf - mh) / 1e6,
+        "predicted_saving_ms": predicted / 1e6,
+        "prediction_error_pct": 100 * (predicted - (mf - mh)) / (mf - mh) if mf != mh else None,
+        "max_baseline_error_pct": max(abs(s["baseline_error_pct"]) for s in base),
+        "median_unexplained_pct": statistics.median(s["unexplained_pct"] for s in base),
+    }
+
+
+def main() -> None:
+    work = Path(sys.argv[1])
+    out: dict = {}
+    for p in sorted(work.glob("*.parquet")):
+        try:
+            out[p.name] = trace_figures(p)
+        except Exception as exc:
+            out[p.name] = {"error": repr(exc)}
+    mm = work / "fixtures" / "whatif_mm.json.gz"
+    if mm.exists():
+        try:
+            out["whatif_mm"] = whatif_mm(mm)
+        except Exception as exc:
+            out["whatif_mm"] = {"error": repr(exc)}
+    print(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
