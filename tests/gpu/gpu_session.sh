@@ -30,7 +30,7 @@ timed() {  # timed LIMIT NAME CMD...: run, print its wall time and exit status
 }
 {
 log "device"; nvidia-smi -L; $PY -c 'import torch,sys;print(sys.version.split()[0], torch.__version__, torch.version.cuda, torch.cuda.get_device_name())'
-log "fixtures"; timed 200 fixtures $PY tests/gpu/capture_fixtures.py "$W/fixtures" cuda_graph whatif_mm compiled
+log "fixtures"; timed 200 fixtures $PY tests/gpu/capture_fixtures.py "$W/fixtures" ${FIXTURES:-cuda_graph whatif_mm compiled}
 G=tests/gpu/gpt_block.py
 log "eager"; timed 60 plain_eager $PY $G --steps 8
 timed 120 record_eager $NE record -o "$W/eager.parquet" $G --steps 8
