@@ -43,6 +43,8 @@ from neuron_explorer import __version__, environment
 from neuron_explorer.collectors._conversion import conversion_settings
 from neuron_explorer.collectors.capture_convert import convert_results, saved_export
 from neuron_explorer.collectors.capture_output import distributed_info, run_metadata, trace_path
+from neuron_explorer.collectors.compile_watch import CompileWatch
+from neuron_explorer.collectors.compiled_lines import apply_compiled_lines
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.atomic import OutputError
 from neuron_explorer.trace.errors import CollectorError
@@ -82,6 +84,8 @@ class profile(torch.profiler.profile):
         at a cycle end anyway (bounds the memory they hold).
     on_error: ``"warn"`` (default), ``"raise"`` (``CollectorError`` at exit, unless the user's
         own exception is already propagating) or ``"ignore"`` (only ``.errors``).
+    compile_provenance: while recording, have Inductor keep which user lines each kernel fuses
+        (and record its C++ kernels), so compiled regions get their lines (``compile_watch``).
     """
 
     def __init__(
@@ -100,6 +104,7 @@ class profile(torch.profiler.profile):
         background: bool = True,
         max_pending: int = 4,
         on_error: OnError = "warn",
+        compile_provenance: bool = True,
         **torch_kwargs: Any,
     ) -> None:
         if on_error not in ("warn", "raise", "ignore"):
@@ -126,6 +131,7 @@ class profile(torch.profiler.profile):
             background=background,
             max_pending=max_pending,
             on_error=on_error,
+            compile_provenance=compile_provenance,
         )
         super().__init__(**torch_args)
         self.output = Path(output) if output is not None else None
@@ -156,6 +162,9 @@ class profile(torch.profiler.profile):
         self._pending: list[functools.partial[None]] = []
         self._closing = False
         self._lock = threading.Lock()
+        self._compile_watch = CompileWatch(
+            pause=not environment.value(environment.TRACE_COMPILE), provenance=compile_provenance
+        )
 
     # ------------------------------------------------------------------ context and decorator
     def prepare_trace(self) -> None:
@@ -175,12 +184,15 @@ class profile(torch.profiler.profile):
             )
             self._report(None)
             return self
-        return super().__enter__()
+        entered = super().__enter__()
+        self._compile_watch.install()
+        return entered
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self._disabled:
             return None
         self._closing = True  # the stop() below ends the last cycle: nothing records after it
+        self._compile_watch.remove()
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
@@ -288,6 +300,9 @@ class profile(torch.profiler.profile):
         try:
             with conversion_settings():
                 trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle)
+                graphs = self._compile_watch.graphs
+                if graphs:
+                    trace = apply_compiled_lines(trace, graphs, self.user_code)
         except Exception as exc:
             if environment.debug():
                 traceback.print_exc()
