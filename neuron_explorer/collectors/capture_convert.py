@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.collectors.capture_tree import _BACKWARD_PREFIX, FileResolver, TreeSources, walk_tree
+from neuron_explorer.collectors.inferred_steps import infer_steps
 from neuron_explorer.collectors.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array, _raw_text
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.source_map import UserCode
@@ -46,8 +47,10 @@ def convert_results(
     user_code: UserCode | None = None,
     search_path: list[str] | None = None,
     cycle: int = 0,
+    step_on: str | None = None,
 ) -> Trace:
-    """Convert one profiler cycle's ``kineto_results`` into a ``Trace``."""
+    """Convert one profiler cycle's ``kineto_results`` into a ``Trace``; ``step_on``: see
+    ``collectors.inferred_steps``."""
     user_code = user_code or UserCode.default()
     pruned: dict[str, int] = {}
     try:
@@ -57,8 +60,10 @@ def convert_results(
         # has no ``torch._C._autograd._ITraceActivity``): the trace still comes through torch's
         # own JSON export, with function-level lines, and says why.
         return _convert_through_json(results, metadata, cycle, f"{type(exc).__name__}: {exc}")
+    raw, steps_from = infer_steps(raw, step_on)
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
-    return build_trace(raw, {**metadata, "pruned": pruned}, user_code=user_code)
+    meta = {**metadata, "pruned": pruned, **({"steps_from": steps_from} if steps_from else {})}
+    return build_trace(raw, meta, user_code=user_code)
 
 
 def _convert_through_json(results: Any, metadata: dict[str, Any], cycle: int, why: str) -> Trace:

@@ -19,9 +19,10 @@ order):
   holds one ``CompilationMetrics`` per Dynamo compile (forward) and per lazy backward compile,
   each with its compile id and ``inductor_provenance``: the map's JSON for each graph compiled
   there, fresh or loaded from Inductor's cache (``provenance_from_metrics``);
-- a file the user kept (``read_provenance_file``): a structured trace log written with
-  ``TORCH_TRACE=DIR`` (``inductor_provenance_tracking_kernel_stack_traces`` artifacts, with
-  their frame and compile ids), one such artifact's JSON alone (as ``tlparse`` extracts it), or
+- a file the user kept (``read_provenance_file``, gzipped or not, or a directory of them): a
+  structured trace log written with ``TORCH_TRACE=DIR`` (its
+  ``inductor_provenance_tracking_kernel_stack_traces`` artifacts, with their frame and compile
+  ids), one such artifact's JSON alone (as ``tlparse`` extracts it), or
   ``{"kernel_stack_traces": {...}}`` as tests/gpu/capture_fixtures.py writes it.
 
 Torch keeps one global map while it compiles a lazy backward graph and restores it after each
@@ -31,6 +32,7 @@ frame compile, so a map can repeat kernels an earlier map of the same scope alre
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import Iterable
@@ -174,9 +176,12 @@ def read_provenance_file(path: str | Path) -> list[GraphProvenance]:
     graphs: list[GraphProvenance] = []
     for f in files:
         try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise TraceFormatError(f"cannot read the provenance file ({exc.strerror})", f) from None
+            opener = gzip.open if f.name.endswith(".gz") else open
+            with opener(f, "rt", encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except (OSError, EOFError) as exc:
+            why = getattr(exc, "strerror", None) or exc
+            raise TraceFormatError(f"cannot read the provenance file ({why})", f) from None
         graphs.extend(_parse_provenance_text(text, f))
     if not graphs:
         raise TraceFormatError(

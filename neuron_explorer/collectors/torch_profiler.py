@@ -86,6 +86,8 @@ class profile(torch.profiler.profile):
         own exception is already propagating) or ``"ignore"`` (only ``.errors``).
     compile_provenance: while recording, have Inductor keep which user lines each kernel fuses
         (and record its C++ kernels), so compiled regions get their lines (``compile_watch``).
+    step_on: a function (``NAME`` or ``FILE:NAME``) each return of which ends a step, for
+        programs that never call ``step()`` (``collectors.inferred_steps``).
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class profile(torch.profiler.profile):
         max_pending: int = 4,
         on_error: OnError = "warn",
         compile_provenance: bool = True,
+        step_on: str | None = None,
         **torch_kwargs: Any,
     ) -> None:
         if on_error not in ("warn", "raise", "ignore"):
@@ -132,6 +135,7 @@ class profile(torch.profiler.profile):
             max_pending=max_pending,
             on_error=on_error,
             compile_provenance=compile_provenance,
+            step_on=step_on,
         )
         super().__init__(**torch_args)
         self.output = Path(output) if output is not None else None
@@ -139,6 +143,7 @@ class profile(torch.profiler.profile):
         self.background = background
         self.max_pending = max_pending
         self.on_error: OnError = on_error
+        self.step_on = step_on
         self.trace: Trace | None = None
         self.path: Path | None = None
         self.traces: list[Trace] = []
@@ -299,7 +304,7 @@ class profile(torch.profiler.profile):
         t0 = time.perf_counter()
         try:
             with conversion_settings():
-                trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle)
+                trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle, step_on=self.step_on)
                 graphs = self._compile_watch.graphs
                 if graphs:
                     trace = apply_compiled_lines(trace, graphs, self.user_code)
