@@ -68,7 +68,7 @@ def _expected_by_call_order(events: list[dict], runs: list[dict], handles: list[
 
 
 def test_every_h200_kernel_with_provenance_gets_the_lines_its_stack_traces_name() -> None:
-    raw = json.loads(gzip.open(H200 / "compiled_train.json.gz").read())
+    raw = json.loads(gzip.decompress((H200 / "compiled_train.json.gz").read_bytes()))
     prov = json.loads((H200 / "compiled_provenance.json").read_text())["kernel_stack_traces"]
     handles = [(k.rsplit(":", 1)[0], v) for k, v in sorted(prov.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
     events = raw["traceEvents"]
@@ -126,8 +126,8 @@ def test_a_cpu_trace_with_its_torch_trace_log_through_convert(tmp_path: Path) ->
 
     trace = ne.load(out)
     df = trace.to_pandas()
-    events = json.loads(gzip.open(CPU / "trace.json.gz").read())["traceEvents"]
-    log = gzip.open(CPU / "torch_trace.log.gz", "rt").read().splitlines()
+    events = json.loads(gzip.decompress((CPU / "trace.json.gz").read_bytes()))["traceEvents"]
+    log = gzip.decompress((CPU / "torch_trace.log.gz").read_bytes()).decode().splitlines()
     maps = [
         json.loads(log[i + 1][1:])
         for i, line in enumerate(log)
