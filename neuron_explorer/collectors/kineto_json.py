@@ -135,7 +135,42 @@ def _import_once(path: Path, progress: ProgressCallback | None, spool_at: int | 
         raise
 
 
+def read_events(path: str | Path) -> tuple[RawEvents, dict[str, Any]]:
+    """The events of a Kineto JSON file, decoded and checked but not built (in memory), and
+    the trace metadata: for a caller that adds what it knows before ``build_trace``
+    (``capture_convert``'s fallback). Errors as ``import_kineto_json``'s."""
+    path = Path(path)
+    require_input(path)
+    chunks = _Chunks(None)
+    with conversion_settings():
+        top, repairs = _decode_checked(path, None, chunks)
+        metadata = _metadata(top, path, repairs)
+        raw = _within_time_range(RawEvents.concat(chunks.parts), metadata["base_time_ns"], repairs, path)
+    chunks.parts.clear()
+    repairs.record(metadata)
+    return raw, metadata
+
+
 def _import_chunks(path: Path, progress: ProgressCallback | None, chunks: _Chunks) -> Trace:
+    top, repairs = _decode_checked(path, progress, chunks)
+    metadata = _metadata(top, path, repairs)
+    if chunks.spool is not None:
+        trace: Trace = _build_spooled(chunks.spool, metadata, chunks.n, repairs, path, progress)
+    else:
+        # build_trace gets the only reference to the columns (none stays here or in `chunks`),
+        # so it can free each input column as soon as its reordered copy exists.
+        box = [_within_time_range(RawEvents.concat(chunks.parts), metadata["base_time_ns"], repairs, path)]
+        chunks.parts.clear()
+        repairs.record(metadata)
+        trace = build_trace(box.pop(), metadata, source=path)
+    found = Repairs()
+    found.merge({(e["what"], e["action"]): e["count"] for e in trace.metadata.get("repairs") or []})
+    found.warn(path, stacklevel=6)
+    return trace
+
+
+def _decode_checked(path: Path, progress: ProgressCallback | None, chunks: _Chunks) -> _Decoded:
+    """``_decode``, its failures as one-line ``TraceFormatError``s, a trace with no valid event refused."""
     try:
         top, repairs = _decode(path, progress, chunks)
     except TraceFormatError:
@@ -152,20 +187,7 @@ def _import_chunks(path: Path, progress: ProgressCallback | None, chunks: _Chunk
         raise TraceFormatError("the trace holds no events (traceEvents is empty)", path)
     if chunks.n == 0:
         raise TraceFormatError(f"no valid event: all {chunks.dropped:,} were dropped", path)
-    metadata = _metadata(top, path, repairs)
-    if chunks.spool is not None:
-        trace: Trace = _build_spooled(chunks.spool, metadata, chunks.n, repairs, path, progress)
-    else:
-        # build_trace gets the only reference to the columns (none stays here or in `chunks`),
-        # so it can free each input column as soon as its reordered copy exists.
-        box = [_within_time_range(RawEvents.concat(chunks.parts), metadata["base_time_ns"], repairs, path)]
-        chunks.parts.clear()
-        repairs.record(metadata)
-        trace = build_trace(box.pop(), metadata, source=path)
-    found = Repairs()
-    found.merge({(e["what"], e["action"]): e["count"] for e in trace.metadata.get("repairs") or []})
-    found.warn(path, stacklevel=6)
-    return trace
+    return top, repairs
 
 
 def _build_spooled(
