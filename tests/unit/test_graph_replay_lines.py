@@ -18,7 +18,7 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.collectors import kineto_json
 from neuron_explorer.trace.model import Trace
-from tests.conftest import KINETO
+from tests.conftest import KINETO, run_cli
 
 H200_GRAPH = KINETO / "h200" / "cuda_graph.json.gz"
 VLLM_GRAPH = KINETO / "tracelens" / "vllm_cuda_graph_execution.json.gz"
@@ -390,3 +390,20 @@ def test_a_trace_without_graphs_has_no_graph_metadata() -> None:
     trace = ne.load(KINETO / "local" / "example_cpu_small.json")
     assert "graph_replay" not in trace.metadata
     assert trace.events["capture_op_id"].null_count == trace.num_events
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (H200_GRAPH, "graph replays: 60 of 60 replayed device events carry the line of their capture"),
+        (VLLM_GRAPH, "0 of 421 replayed device events carry the line of their capture"),
+    ],
+    ids=["h200", "vllm"],
+)
+def test_info_says_how_much_replayed_work_carries_its_capture_line(path: Path, expected: str) -> None:
+    r = run_cli("info", str(path), env={"COLUMNS": "250"})
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "graph replays:" in ln)
+    assert expected in line
+    if path == VLLM_GRAPH:
+        assert line.endswith("; 421 captured before the trace began")
