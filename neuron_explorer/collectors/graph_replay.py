@@ -79,10 +79,12 @@ class GraphReplays:
     #: capture index -> its calls' rows, in start order
     captures: list[np.ndarray]
     #: per launch group: its replayed rows (launch after launch, each in start order), its
-    #: launches' count, and candidate captures (most recent first); ``no_capture_before``: no
-    #: capture region at all ended before its first launch in its process
+    #: launches' count, its candidate captures (most recent first), and whether no capture
+    #: region at all ended before its first launch in its process
     groups: list[tuple[np.ndarray, int, list[int], bool]]
     regions: int
+    #: graph launch calls in the trace (those whose work is not in it included)
+    launches: int
     #: set by ``resolve``: matched replayed rows and the capture call each replays
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     calls: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -94,9 +96,8 @@ class GraphReplays:
         keys = [source_key(c) if c.size else np.zeros((0, 1), np.int64) for c in self.captures]
         rows, calls = [], []
         unmatched: dict[str, int] = {}
-        launches = events = 0
+        events = 0
         for replayed, n_launches, cands, nothing_before in self.groups:
-            launches += n_launches
             events += replayed.size
             if not cands:
                 why = CAPTURE_NOT_IN_TRACE if nothing_before else NO_MATCHING_CAPTURE
@@ -113,7 +114,7 @@ class GraphReplays:
         order = np.argsort(self.rows, kind="stable")
         self.rows, self.calls = self.rows[order], self.calls[order]
         self.metadata = {
-            "graph_launches": launches,
+            "graph_launches": self.launches,
             "captures": self.regions,
             "replayed_events": events,
             "matched_events": int(self.rows.size),
@@ -161,29 +162,35 @@ def plan_replays(
     bounds = np.searchsorted(r_launch, np.arange(launch_rows.size + 1))
 
     cap_sig = [call_family[np.searchsorted(call_row, c)].tobytes() for c in captures["calls"]]
-    by_sig: dict[tuple[int, bytes], list[int]] = {}
-    for k, sig in enumerate(cap_sig):
-        by_sig.setdefault((int(captures["pid"][k]), sig), []).append(k)
+    cap_end, cap_pid = captures["end"].tolist(), captures["pid"].tolist()
+    by_sig: dict[tuple[int, bytes], list[int]] = {}  # most recent capture first
+    for k in sorted(range(len(cap_sig)), key=lambda k: -cap_end[k]):
+        by_sig.setdefault((cap_pid[k], cap_sig[k]), []).append(k)
+    first_end: dict[int, int] = {}
+    for pid_, end in zip(cap_pid, cap_end):
+        first_end[pid_] = min(end, first_end.get(pid_, end))
+    l_pid_list, l_start_list = l_pid.tolist(), l_start.tolist()
 
     def candidates(lo: int, hi: int, launch: int) -> tuple[list[int], bool]:
-        sig = r_fam[lo:hi].tobytes()
-        pid, t = int(l_pid[launch]), int(l_start[launch])
-        before = [k for k in by_sig.get((pid, sig), []) if captures["end"][k] < t]
-        before.sort(key=lambda k: -captures["end"][k])
-        nothing = not bool(((captures["pid"] == pid) & (captures["end"] < t)).any())
-        return before, nothing
+        pid, t = l_pid_list[launch], l_start_list[launch]
+        before = [k for k in by_sig.get((pid, r_fam[lo:hi].tobytes()), ()) if cap_end[k] < t]
+        return before, not (pid in first_end and first_end[pid] < t)
 
     # launches whose work carries one graph id replay one graph: one choice for them all
     groups: list[tuple[np.ndarray, int, list[int], bool]] = []
     by_graph: dict[tuple[int, int], list[int]] = {}
     singles: list[int] = []
-    for j in range(launch_rows.size):
-        lo, hi = int(bounds[j]), int(bounds[j + 1])
-        if hi == lo:
-            continue
-        gids = np.unique(r_gid[lo:hi])
-        if gids.size == 1 and gids[0] >= 0:
-            by_graph.setdefault((int(l_pid[j]), int(gids[0])), []).append(j)
+    with_work = np.nonzero(bounds[1:] > bounds[:-1])[0]
+    one_gid = np.zeros(launch_rows.size, bool)
+    gid = np.full(launch_rows.size, -1, np.int64)
+    if with_work.size:
+        gid_max = np.maximum.reduceat(r_gid, bounds[with_work])
+        gid_min = np.minimum.reduceat(r_gid, bounds[with_work])
+        one_gid[with_work] = (gid_max == gid_min) & (gid_min >= 0)
+        gid[with_work] = gid_min
+    for j in with_work.tolist():
+        if one_gid[j]:
+            by_graph.setdefault((int(l_pid[j]), int(gid[j])), []).append(j)
         else:
             singles.append(j)
     for j in singles:
@@ -197,14 +204,16 @@ def plan_replays(
         if len({int(bounds[j + 1] - bounds[j]) for j in js}) != 1:
             common = []  # one graph replayed with different work: no one capture fits every launch
         groups.append((rows, len(js), common, per[0][1]))
-    return GraphReplays(captures["calls"], groups, int(captures["pid"].size))
+    return GraphReplays(captures["calls"], groups, int(captures["pid"].size), int(launch_rows.size))
 
 
 def _thread_codes(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     if pid.size == 0:
         return np.zeros(0, np.int64)
-    _, inverse = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-    return inverse.ravel().astype(np.int64)
+    # two 1-D factorizations (np.unique(axis=0) is slower and imports numpy.ma)
+    _, p = np.unique(pid, return_inverse=True)
+    tu, t = np.unique(tid, return_inverse=True)
+    return p.ravel().astype(np.int64) * max(len(tu), 1) + t.ravel()
 
 
 def _capture_regions(
