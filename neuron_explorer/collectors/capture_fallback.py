@@ -13,7 +13,8 @@ program). ``experimental_event_tree()`` is older than ``trace_activities()`` and
   records carry, checked against torch 2.13 by tests/unit/test_capture_fallback.py), so the
   JSON's ops (and ``[memory]`` events, by start time) take the tree's sources, and
   ``build_trace`` hands them on to kernels (launch) and backward ops (forward) as usual;
-- the JSON's own Python events are replaced by the tree's (pruned) ones.
+- the JSON's own Python events are replaced by the tree's (pruned) ones: they are dropped
+  chunk by chunk while the JSON is decoded, so memory follows the other events.
 
 When the tree cannot be read either, the JSON alone gives function-level lines, and the
 metadata's ``capture_fallback`` says why.
@@ -28,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.collectors.capture_convert import _lookup, _python_rows, _src_columns
-from neuron_explorer.collectors.capture_tree import _BACKWARD_PREFIX, FileResolver, TreeSources, walk_tree
+from neuron_explorer.collectors.capture_tree import FileResolver, TreeSources, walk_tree
 from neuron_explorer.collectors.normalize import RawEvents, _int_column, build_trace
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.model import Trace
@@ -48,50 +49,42 @@ def convert_saved(
     search_path: list[str] | None,
 ) -> Trace:
     """The trace of the JSON ``results`` were saved to (``path``), with the event tree's
-    exact lines where it can be read; ``why``: the reason the normal conversion failed."""
+    exact lines where it can be read; ``why``: the reason the normal conversion failed.
+
+    The tree is walked first: when it can be read, the JSON's Python events are dropped while
+    they are decoded (the tree gives them, pruned), so memory follows the other events."""
     from neuron_explorer.collectors.kineto_json import read_events
 
-    raw, json_meta = read_events(path)
-    meta = {k: v for k, v in json_meta.items() if k not in ("source", "path")}
-    base = json_meta.get("base_time_ns")
-    pruned: dict[str, int] = {}
     try:
-        raw = with_tree_sources(raw, int(base) if isinstance(base, int) else 0, results, user_code, search_path, pruned)
+        tree: TreeSources | None = walk_tree(results.experimental_event_tree(), FileResolver(user_code, search_path))
     except (AttributeError, ImportError, TypeError) as exc:
+        tree = None
         why = f"{why}; event tree unreadable ({type(exc).__name__}: {exc}): function-level lines"
-    else:
-        meta["pruned"] = pruned
+    raw, json_meta = read_events(path, skip_category=_PY_CAT if tree is not None else None)
+    meta = {k: v for k, v in json_meta.items() if k not in ("source", "path")}
+    if tree is not None:
+        base = json_meta.get("base_time_ns")
+        raw = with_tree_sources(raw, int(base) if isinstance(base, int) else 0, tree)
+        meta["pruned"] = tree.pruned_metadata()
     meta.update(metadata, capture_fallback=why)
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
     return build_trace(raw, meta, user_code=user_code)
 
 
-def with_tree_sources(
-    raw: RawEvents,
-    base_ns: int,
-    results: Any,
-    user_code: UserCode,
-    search_path: list[str] | None,
-    pruned: dict[str, int],
-) -> RawEvents:
-    """``raw`` (a JSON export's events, starts relative to ``base_ns``) with its Python events
-    replaced by the event tree's and the tree's exact sources on its ops and allocations."""
+def with_tree_sources(raw: RawEvents, base_ns: int, tree: TreeSources) -> RawEvents:
+    """``raw`` (a JSON export's events without its Python ones, starts relative to
+    ``base_ns``) with the tree's exact sources on its ops and allocations, and the tree's
+    Python calls added."""
     n = raw.n
     cat = pc.fill_null(pc.cast(raw.cat, pa.string()), "")
-    cats = np.asarray(cat.to_numpy(zero_copy_only=False), dtype=object) if n else np.zeros(0, object)
+    cats = np.asarray(cat, dtype=object) if n else np.zeros(0, object)
     is_op = np.isin(cats, _OP_CATS)
     ext = _int_column(raw.typed.get("external_id"), n)
-    tree = walk_tree(results.experimental_event_tree(), FileResolver(user_code, search_path), _op_info(raw, is_op, ext))
-    pruned.update(tree.pruned_metadata())
-
-    keep = cats != _PY_CAT
-    raw = raw.filter(keep)
-    cats, is_op, ext = cats[keep], is_op[keep], ext[keep]
     start = np.asarray(raw.start_ns, np.int64)
-    tid = _int_column(raw.tid, raw.n)
-    pid = _int_column(raw.pid, raw.n)
+    tid = _int_column(raw.tid, n)
+    pid = _int_column(raw.pid, n)
     # exact sources: ops by External id (= correlation id), allocations by start time
-    src = np.zeros(raw.n, np.int64)
+    src = np.zeros(n, np.int64)
     if tree.op_corr:
         by_op = _lookup(ext, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64))
         src = np.where(is_op, by_op, 0)
@@ -100,18 +93,6 @@ def with_tree_sources(
         src = np.where(cats == _INSTANT_CAT, at, src)
     raw.src = _src_columns(tree, np.maximum(src, 0))
     return RawEvents.concat([raw, _python_events(tree, ext[is_op], tid[is_op], pid[is_op], base_ns)])
-
-
-def _op_info(raw: RawEvents, is_op: np.ndarray, ext: np.ndarray) -> dict[int, tuple[bool, int]]:
-    """Correlation id -> (is a backward node's root, autograd sequence number) of every op, so
-    the tree walk reads neither through pybind (as ``capture_convert._op_info``)."""
-    rows = np.nonzero(is_op & (ext >= 0))[0]
-    if rows.size == 0:
-        return {}
-    names = pc.fill_null(pc.cast(raw.name, pa.string()), "").take(pa.array(rows))
-    backward = np.asarray(pc.starts_with(names, _BACKWARD_PREFIX).to_numpy(zero_copy_only=False), bool)
-    seq = _int_column(raw.typed.get("sequence_nr"), raw.n)[rows]
-    return dict(zip(ext[rows].tolist(), zip(backward.tolist(), seq.tolist())))
 
 
 def _python_events(

@@ -30,6 +30,8 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from neuron_explorer.collectors import json_depth
 from neuron_explorer.collectors import kineto_checks as checks
@@ -126,6 +128,19 @@ class _Chunks:
         self.parts, self.n, self.dropped, self.spool = [], 0, 0, None
 
 
+class _Skipping(_Chunks):
+    """Chunks kept in memory without the events of one category."""
+
+    def __init__(self, category: str) -> None:
+        super().__init__(None)
+        self.category = category
+
+    def add(self, raw: RawEvents) -> None:
+        cat = raw.cat.cast(pa.string()) if pa.types.is_dictionary(raw.cat.type) else raw.cat
+        keep = np.asarray(pc.fill_null(pc.not_equal(cat, self.category), True), bool)
+        super().add(raw if keep.all() else raw.filter(keep))
+
+
 def _import_once(path: Path, progress: ProgressCallback | None, spool_at: int | None) -> Trace:
     chunks = _Chunks(spool_at)
     try:
@@ -135,13 +150,14 @@ def _import_once(path: Path, progress: ProgressCallback | None, spool_at: int | 
         raise
 
 
-def read_events(path: str | Path) -> tuple[RawEvents, dict[str, Any]]:
+def read_events(path: str | Path, skip_category: str | None = None) -> tuple[RawEvents, dict[str, Any]]:
     """The events of a Kineto JSON file, decoded and checked but not built (in memory), and
     the trace metadata: for a caller that adds what it knows before ``build_trace``
-    (``capture_convert``'s fallback). Errors as ``import_kineto_json``'s."""
+    (``capture_fallback``). ``skip_category``: events of that category are dropped chunk by
+    chunk as they are decoded (memory for the others only). Errors as ``import_kineto_json``'s."""
     path = Path(path)
     require_input(path)
-    chunks = _Chunks(None)
+    chunks = _Chunks(None) if skip_category is None else _Skipping(skip_category)
     with conversion_settings():
         top, repairs = _decode_checked(path, None, chunks)
         metadata = _metadata(top, path, repairs)

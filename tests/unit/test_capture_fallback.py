@@ -2,12 +2,14 @@
 JSON export with the event tree's sources put back (``collectors.capture_fallback``).
 
 One real CPU capture is converted both ways, the normal path and the forced fallback (the same
-torch results, their ``trace_activities`` hidden as torch 2.11 lacks it), and compared."""
+torch results, their ``trace_activities`` hidden as torch 2.11 lacks it), and compared. The
+capture runs in a fresh interpreter (``CAPTURE``), the comparisons here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-torch = pytest.importorskip("torch")
+import neuron_explorer as ne
+from neuron_explorer.trace.model import Trace
 
-from neuron_explorer.collectors.capture_convert import convert_results, saved_export  # noqa: E402
+pytest.importorskip("torch")
 
 USER_CODE = textwrap.dedent(
     """
@@ -46,59 +49,88 @@ USER_CODE = textwrap.dedent(
 )
 
 
-class _ResultsWithoutActivities:
-    """torch's real results of a capture as torch 2.11 shows them: no ``trace_activities``."""
+#: Runs in a fresh interpreter: torch's Python tracer keeps borrowed pointers to code objects'
+#: names across sessions, so in a process where earlier tests' user modules were freed, a new
+#: module's frames can read as garbage (docs/capture.md, "It never breaks your program").
+CAPTURE = textwrap.dedent(
+    """
+    import importlib.util, json, shutil, sys
+    from pathlib import Path
 
-    def __init__(self, results: Any, tree: bool = True) -> None:
-        self._results = results
-        self._tree = tree
+    import torch
 
-    def trace_activities(self) -> Any:
-        raise AttributeError("'_ProfilerResult' object has no attribute 'trace_activities'")
+    from neuron_explorer.collectors.capture_convert import convert_results, saved_export
 
-    def experimental_event_tree(self) -> Any:
-        if not self._tree:
-            raise AttributeError("'_ProfilerResult' object has no attribute 'experimental_event_tree'")
-        return self._results.experimental_event_tree()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._results, name)
+    out = Path(sys.argv[1])
 
 
-def _capture(tmp_path: Path) -> Any:
-    """torch's results of 3 training steps of a small block written to ``tmp_path``."""
-    path = tmp_path / "user_block.py"
-    path.write_text(USER_CODE)
-    spec = importlib.util.spec_from_file_location("user_block", path)
-    assert spec is not None and spec.loader is not None
+    class ResultsWithoutActivities:
+        # torch's real results as torch 2.11 shows them: no trace_activities()
+        def __init__(self, results, tree=True):
+            self._results, self._tree = results, tree
+
+        def trace_activities(self):
+            raise AttributeError("'_ProfilerResult' object has no attribute 'trace_activities'")
+
+        def experimental_event_tree(self):
+            if not self._tree:
+                raise AttributeError("'_ProfilerResult' object has no attribute 'experimental_event_tree'")
+            return self._results.experimental_event_tree()
+
+        def __getattr__(self, name):
+            return getattr(self._results, name)
+
+
+    spec = importlib.util.spec_from_file_location("user_block", out / "user_block.py")
     user = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(user)
-    torch.manual_seed(0)
-    model = user.Block()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(4, 8, 16)
-    with torch.profiler.profile(with_stack=True, record_shapes=True, profile_memory=True) as prof:
-        for _ in range(3):
-            user.step(model, opt, x)
-    return prof.profiler.kineto_results
+
+
+    def capture():
+        torch.manual_seed(0)
+        model = user.Block()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(4, 8, 16)
+        with torch.profiler.profile(with_stack=True, record_shapes=True, profile_memory=True) as prof:
+            for _ in range(3):
+                user.step(model, opt, x)
+        return prof.profiler.kineto_results
+
+
+    meta = {"collector": "torch_profiler"}
+    results = capture()
+    convert_results(results, meta).write(out / "normal.parquet")
+    hidden = ResultsWithoutActivities(results)
+    convert_results(hidden, meta).write(out / "fallback.parquet")
+    shutil.copy(saved_export(hidden), out / "export.json")
+    acts = results.trace_activities()
+    record = type(acts[0])
+    ops = {
+        record.correlation_id(a): [record.name(a), record.timestamp(a)]
+        for a in acts
+        if record.type(a) in ("cpu_op", "user_annotation")
+    }
+    (out / "records.json").write_text(json.dumps(ops))
+    convert_results(ResultsWithoutActivities(capture(), tree=False), meta, cycle=2).write(out / "no_tree.parquet")
+    """
+)
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return _capture(tmp_path_factory.mktemp("fallback"))
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One capture of 3 training steps of a small block (user code in a file of its own),
+    converted the normal way and through the fallback; a second one with no event tree."""
+    out = tmp_path_factory.mktemp("fallback")
+    (out / "user_block.py").write_text(USER_CODE)
+    (out / "capture.py").write_text(CAPTURE)
+    r = subprocess.run([sys.executable, str(out / "capture.py"), str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
 
 
 @pytest.fixture(scope="module")
-def hidden(results: Any) -> _ResultsWithoutActivities:
-    """The same results as torch 2.11 shows them (the fallback saves them once: kept here)."""
-    return _ResultsWithoutActivities(results)
-
-
-@pytest.fixture(scope="module")
-def both(results: Any, hidden: _ResultsWithoutActivities) -> tuple[Any, Any]:
-    normal = convert_results(results, {"collector": "torch_profiler", "cycle": 0})
-    fallback = convert_results(hidden, {"collector": "torch_profiler", "cycle": 0})
-    return normal, fallback
+def both(captured: Path) -> tuple[Trace, Trace]:
+    return ne.load(captured / "normal.parquet"), ne.load(captured / "fallback.parquet")
 
 
 _SRC = ["src_file", "src_line", "src_func", "src_precision", "src_module"]
@@ -135,36 +167,24 @@ def test_the_fallback_gives_allocations_the_lines_the_normal_capture_gives(both:
     assert (b["src_precision"] == "line").any()
 
 
-def test_the_fallback_prunes_one_time_python_as_the_normal_capture_does(
-    both: tuple[Any, Any], hidden: _ResultsWithoutActivities
-) -> None:
+def test_the_fallback_prunes_one_time_python_as_the_normal_capture_does(both: tuple[Any, Any], captured: Path) -> None:
     normal, fallback = both
     assert fallback.metadata["pruned"] == normal.metadata["pruned"]
     assert normal.metadata["pruned"]["builtin_calls"] > 0
     a, b = _rows(normal, "python"), _rows(fallback, "python")
     pd.testing.assert_frame_equal(a, b)
     # torch's JSON held every Python call; the trace keeps the pruned set
-    saved = json.loads(Path(saved_export(hidden) or "").read_text())
+    saved = json.loads((captured / "export.json").read_text())
     in_json = sum(1 for e in saved["traceEvents"] if e.get("cat") == "python_function")
     assert len(b) < in_json
     assert in_json - len(b) >= normal.metadata["pruned"]["builtin_calls"]
 
 
-def test_an_ops_external_id_in_the_json_is_its_in_memory_correlation_id(
-    both: tuple[Any, Any], results: Any, hidden: _ResultsWithoutActivities
-) -> None:
+def test_an_ops_external_id_in_the_json_is_its_in_memory_correlation_id(captured: Path) -> None:
     """What the fallback relies on, checked on this torch: the JSON torch saves names each op
     by the correlation id of its in-memory record, at the same start and with the same name."""
-    acts = results.trace_activities()
-    record = type(acts[0])
-    by_corr = {
-        record.correlation_id(a): (record.name(a), record.timestamp(a))
-        for a in acts
-        if record.type(a) in ("cpu_op", "user_annotation")
-    }
-    saved = saved_export(hidden)
-    assert saved is not None  # (the fallback conversion saved them)
-    doc = json.loads(Path(saved).read_text())
+    by_corr = {int(k): tuple(v) for k, v in json.loads((captured / "records.json").read_text()).items()}
+    doc = json.loads((captured / "export.json").read_text())
     base = doc["baseTimeNanoseconds"]
     ops = [e for e in doc["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation")]
     assert len(ops) == len(by_corr) > 100
@@ -173,9 +193,8 @@ def test_an_ops_external_id_in_the_json_is_its_in_memory_correlation_id(
         assert (name, start) == (e["name"], base + round(float(e["ts"]) * 1000))
 
 
-def test_without_the_event_tree_the_fallback_says_why_and_keeps_function_lines(tmp_path: Path) -> None:
-    results = _ResultsWithoutActivities(_capture(tmp_path), tree=False)
-    trace = convert_results(results, {"collector": "torch_profiler"}, cycle=2)
+def test_without_the_event_tree_the_fallback_says_why_and_keeps_function_lines(captured: Path) -> None:
+    trace = ne.load(captured / "no_tree.parquet")
     why = trace.metadata["capture_fallback"]
     assert "trace_activities" in why and "event tree unreadable" in why
     ops = _rows(trace, "cpu_op")
