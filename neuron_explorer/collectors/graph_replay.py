@@ -72,6 +72,17 @@ def call_roles(names: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     return role, family
 
 
+def runtime_roles(words: list[Any], runtime_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``call_roles`` of the words at ``runtime_codes`` (the names runtime calls have), as
+    tables over every word plus a last entry for a null name (code -1): other names are
+    ``NONE`` without being matched."""
+    role = np.full(len(words) + 1, NONE, np.int8)
+    family = np.full(len(words) + 1, -1, np.int8)
+    codes = runtime_codes[(runtime_codes >= 0) & (runtime_codes < len(words))]
+    role[codes], family[codes] = call_roles([words[c] for c in codes.tolist()])
+    return role, family
+
+
 @dataclass
 class GraphReplays:
     """The replayed device events, the capture calls and each launch group's candidates."""

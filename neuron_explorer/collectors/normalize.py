@@ -838,9 +838,10 @@ def _graph_replays(
     graph_id: Any,
 ) -> graph_replay.GraphReplays | None:
     """The CUDA/HIP graph replay plan of the trace (``collectors.graph_replay``), or None."""
-    role_w, family_w = graph_replay.call_roles(name.words)
-    role = np.append(role_w, graph_replay.NONE)[name.codes]
-    calls = np.nonzero((kind == K[Kind.RUNTIME]) & (role != graph_replay.NONE))[0]
+    is_runtime = kind == K[Kind.RUNTIME]
+    role_w, family_w = graph_replay.runtime_roles(name.words, np.unique(name.codes[is_runtime]))
+    role = role_w[name.codes]
+    calls = np.nonzero(is_runtime & (role != graph_replay.NONE))[0]
     if not (role[calls] == graph_replay.GRAPH_LAUNCH).any() and not (role[calls] == graph_replay.BEGIN).any():
         return None
     launched = launch[launch >= 0]
@@ -854,7 +855,7 @@ def _graph_replays(
     return graph_replay.plan_replays(
         calls,
         role[calls],
-        np.append(family_w, -1)[name.codes[calls]],
+        family_w[name.codes[calls]],
         pid[calls],
         tid[calls],
         start[calls],

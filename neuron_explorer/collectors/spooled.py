@@ -885,8 +885,9 @@ class _Builder:
             {c: pa.array([], pa.int64()) for c in ("eid", "cop", "sname", "sline", "smod")}
             | {"src": pa.array([], pa.bool_())}
         )
-        role_w, family_w = graph_replay.call_roles(self.spool.name.words)
-        codes = [int(c) for c in np.nonzero(role_w != graph_replay.NONE)[0] if int(c) in self.spool.runtime_names]
+        runtime = np.array(sorted(self.spool.runtime_names), np.int64)
+        role_w, family_w = graph_replay.runtime_roles(self.spool.name.words, runtime)
+        codes = np.nonzero(role_w[:-1] != graph_replay.NONE)[0].tolist()
         plan = None
         if codes:
             calls = _fetch(
