@@ -21,9 +21,7 @@ SCALE_TRACE = KINETO / "hta/df_index_resolver.json.gz"
 NOT_TRACES = (KINETO / "h200/compiled_provenance.json",)
 #: Every Kineto trace bundled in tests/data but the scale fixture.
 BUNDLED_TRACES = sorted(
-    p
-    for p in KINETO.rglob("*")
-    if p.name.endswith((".json", ".json.gz")) and p != SCALE_TRACE and p not in NOT_TRACES
+    p for p in KINETO.rglob("*") if p.name.endswith((".json", ".json.gz")) and p != SCALE_TRACE and p not in NOT_TRACES
 )
 
 #: Shared fixtures (path under ../shared/fixtures) that tests/data holds a copy of, renamed only
