@@ -9,9 +9,9 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.graph import Edits, critical_path_table, replay_summary
-from tests.conftest import KINETO
+from tests.conftest import KINETO, NOT_TRACES
 
-TRACES = sorted(p for p in KINETO.rglob("*.json*"))
+TRACES = sorted(p for p in KINETO.rglob("*.json*") if p not in NOT_TRACES)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.relative_to(KINETO)))
