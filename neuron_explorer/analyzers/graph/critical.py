@@ -18,12 +18,24 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
-from neuron_explorer.analyzers.graph.build import LAUNCH, Graph, build_graph
-from neuron_explorer.analyzers.graph.replay import Edits, Replay, replay
+from neuron_explorer.analyzers.graph.build import (
+    CATEGORIES,
+    JOIN,
+    Graph,
+    build_graph,
+    distinct,
+    node_codes,
+    text_values,
+)
+from neuron_explorer.analyzers.graph.edges import LAUNCH
+from neuron_explorer.analyzers.graph.edits import Edits
+from neuron_explorer.analyzers.graph.replay import Replay, replay
 
 #: the baseline replay should reproduce each measured step within this (issue 31)
 BASELINE_TOLERANCE_PCT = 2.0
-CRITICAL_PATH_COLUMNS = ("rank", "step", "category", "op", "kernel", "src_file", "src_line", "ns")
+#: ``on_rank``: the rank whose event the piece is (another rank's where the path crosses ranks
+#: at a collective that waited for it)
+CRITICAL_PATH_COLUMNS = ("rank", "step", "category", "op", "kernel", "src_file", "src_line", "on_rank", "ns")
 
 
 def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
@@ -75,9 +87,10 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
             rows.append((int(r), int(step), int(a), int(b), int(c), int(d), int(e)))
     else:
         rank = nodes["rank"].to_numpy()
+        real = nodes["node_kind"].to_numpy() != JOIN
         measured = {int(r): (int(a) - t0, int(b) - t0) for r, a, b in zip(w["rank"], w["start_ns"], w["end_ns"])}
-        for r in np.unique(rank):
-            m = np.flatnonzero(rank == r)
+        for r in distinct(rank[real]):
+            m = np.flatnonzero((rank == r) & real)
             e_node = int(m[np.argmax(rep.end[m])])
             ms, me = measured.get(int(r), (int(start[m].min()), int(end[m].max())))
             rows.append((int(r), WHOLE_TRACE_STEP, ms, me, int(rep.start[m].min()), int(rep.end[e_node]), e_node))
@@ -85,24 +98,39 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _path(binding: list[int], start: list[int], end_node: int, t_start: int) -> list[int]:
-    """Nodes of the chain ending at ``end_node``, latest first (a walk along one pointer per
-    node: the path only, not the graph; ``binding`` and ``start`` as lists, for speed)."""
-    out = [end_node]
+def _run_starts(rep: Replay) -> np.ndarray:
+    """Per node: the first node of its run, the stretch of its chain bound node to node by the
+    chain edge (a path crosses chains only where a run begins)."""
+    n = len(rep.start)
+    jump = (rep.binding_edge >= 0) | (rep.binding < 0)
+    return np.maximum.accumulate(np.where(jump, np.arange(n), 0))
+
+
+def _path(rep: Replay, runs: np.ndarray, end_node: int, t_start: int) -> np.ndarray:
+    """Nodes of the chain of binding predecessors ending at ``end_node``, earliest first, back to
+    the first node starting at or before ``t_start``: one step per run, not per node."""
+    pieces = []
     v = end_node
-    while binding[v] >= 0 and start[v] > t_start:
-        v = binding[v]
-        out.append(v)
-    return out
+    while True:
+        a = int(runs[v])
+        # the last node of the run starting at or before t_start ends the walk (starts ascend)
+        pos = int(np.searchsorted(rep.start[a : v + 1], t_start, side="right")) - 1
+        if pos >= 0:
+            pieces.append(np.arange(a + pos, v + 1))
+            break
+        pieces.append(np.arange(a, v + 1))
+        if rep.binding[a] < 0:
+            break
+        v = int(rep.binding[a])
+    return np.concatenate(pieces[::-1])
 
 
 def _composition(
-    graph: Graph, rep: Replay, path: list[int], t0: int, t1: int
+    graph: Graph, rep: Replay, p: np.ndarray, t0: int, t1: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of one step's critical path: the node each is shown under (-1: none), its
     label (-1: the node's category) and its ns inside the window."""
     nodes = graph.nodes
-    p = np.asarray(path[::-1], np.int64)  # earliest first
     # per node on the path: the edge into it from the previous path node
     eidx = rep.binding_edge[p[1:]]
     chain_edge = eidx < 0
@@ -156,31 +184,33 @@ def critical_path_table(frames: TraceFrames, edits: Edits | None = None) -> pd.D
 
 def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame) -> pd.DataFrame:
     parts = []
-    binding, start = rep.binding.tolist(), rep.start.tolist()
+    runs = _run_starts(rep)
     for r, step, s, e, node in zip(win["rank"], win["step"], win["replay_start"], win["replay_end"], win["end_node"]):
-        who, code, ns = _composition(graph, rep, _path(binding, start, int(node), int(s)), int(s), int(e))
+        who, code, ns = _composition(graph, rep, _path(rep, runs, int(node), int(s)), int(s), int(e))
         parts.append((np.full(len(ns), int(r)), np.full(len(ns), int(step)), who, code, ns))
     if not parts:
         return pd.DataFrame(
             {
-                c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "ns") else "object")
+                c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "on_rank", "ns") else "object")
                 for c in CRITICAL_PATH_COLUMNS
             }
         )
     rank, step, who, code, ns = (np.concatenate([p[i] for p in parts]) for i in range(5))
-    # group on integer codes (one per distinct text), decode the grouped rows only
-    nodes = graph.nodes
-    text = {}
-    codes = {}
-    for c in ("category", "op", "kernel", "src_file"):
-        k, uniq = pd.factorize(nodes[c].to_numpy())
-        codes[c] = np.r_[k, len(uniq)][who]  # who == -1: the appended ''
-        text[c] = np.append(np.asarray(uniq, dtype=object), np.array([""], dtype=object))
-    n_cat = len(text["category"])
-    codes["category"] = np.where(code >= 0, n_cat + code, codes["category"])
-    text["category"] = np.append(text["category"], np.array(_EDGE_LABELS, dtype=object))
-    line = np.r_[nodes["src_line"].to_numpy(), -1][who]
-    df = pd.DataFrame({"rank": rank, "step": step, **{c: codes[c] for c in codes}, "src_line": line, "ns": ns})
+    # decode the nodes on the paths only; group on integer codes, one per distinct text
+    anchor = np.maximum(who, 0)
+    codes = node_codes(graph, anchor)
+    line = codes.pop("src_line")
+    for c in codes:
+        codes[c] = np.where(who >= 0, codes[c], -1)  # who == -1: shown under no node
+    line = np.where(who >= 0, line, -1)
+    text = text_values(graph)
+    cat = np.where(who >= 0, graph.nodes["cat"].to_numpy()[anchor], CATEGORIES.index("untraced")).astype(np.int64)
+    codes["category"] = np.where(code >= 0, len(CATEGORIES) + code, cat)
+    text["category"] = np.array(CATEGORIES + _EDGE_LABELS, dtype=object)
+    on_rank = np.where(who >= 0, graph.nodes["rank"].to_numpy()[np.maximum(who, 0)], rank)
+    df = pd.DataFrame(
+        {"rank": rank, "step": step, **{c: codes[c] for c in codes}, "src_line": line, "on_rank": on_rank, "ns": ns}
+    )
     keys = list(CRITICAL_PATH_COLUMNS[:-1])
     out = df.groupby(keys, sort=False)["ns"].sum().reset_index()
     for c in ("category", "op", "kernel", "src_file"):
