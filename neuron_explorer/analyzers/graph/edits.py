@@ -26,7 +26,7 @@ fast).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -47,6 +47,9 @@ class EventEdit:
     unblock: bool = False
     #: what the edit does, in words ("12 synchronizing calls wait for nothing")
     label: str = ""
+    #: (rank, event id) keys (``context.ukey``) of device work this edit leaves alone: work a
+    #: more specific finding owns and prices (``analyzers/ledger.py``)
+    exempt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @classmethod
     def of(cls, rank: object, event_id: object, **kwargs: object) -> EventEdit:
@@ -64,6 +67,10 @@ class EventEdit:
     @property
     def keys(self) -> np.ndarray:
         return ukey(self.rank, self.event_id)
+
+    def sparing(self, keys: np.ndarray) -> EventEdit:
+        """This edit, leaving the device work ``keys`` alone too."""
+        return replace(self, exempt=np.union1d(self.exempt, np.asarray(keys, np.int64)))
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,10 @@ class Edits:
             self.nonblocking_copies or other.nonblocking_copies,
             self.overlap_comm or other.overlap_comm,
         )
+
+    def sparing(self, keys: np.ndarray) -> Edits:
+        """These edits, leaving the device work ``keys`` (ukeys) alone."""
+        return replace(self, events=tuple(e.sparing(keys) for e in self.events))
 
     def describe(self) -> str:
         """The edit in words, for reports (``scale aten::mm=0.5; 12 syncs wait for nothing``)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.graph.build import COMMUNICATION, Graph, first_reaching
+from neuron_explorer.analyzers.graph.build import COMMUNICATION, DEVICE, Graph, first_reaching
 from neuron_explorer.analyzers.graph.edges import _NEG, STREAM_WAIT, SYNC
 from neuron_explorer.analyzers.graph.edits import Edits, EventEdit
 from neuron_explorer.trace.errors import AnalysisError
@@ -178,7 +178,19 @@ def _event_rows(graph: Graph, e: EventEdit) -> tuple[np.ndarray, np.ndarray, np.
             op = graph.device_op_row
             kern = (op >= 0) & covered[np.maximum(op, 0)]
             df[kern] = np.fmin(df[kern], e.factor)
+    if len(e.exempt) and nd:
+        spared = graph.device_keys.get_indexer(e.exempt)
+        df[spared[spared >= 0]] = np.nan
     return hf, hub, df
+
+
+def edited_device_rows(graph: Graph, edits: Edits) -> np.ndarray:
+    """Rows of ``graph.device`` whose duration ``edits`` change."""
+    factor, _ = node_edits(graph, edits)
+    dr = graph.nodes["device_row"].to_numpy()
+    nk = graph.nodes["node_kind"].to_numpy()
+    hit = (dr >= 0) & (factor != 1.0) & (nk == DEVICE)
+    return np.unique(dr[hit])
 
 
 def _mask(n: int, rows: np.ndarray) -> np.ndarray:
