@@ -364,6 +364,8 @@ def whatif(frames: TraceFrames, edits: Edits | None = None) -> dict[str, Any]:
     summary["edits"] = {
         "scale": [list(s) for s in (edits.scale if edits else ())],
         "remove": list(edits.remove if edits else ()),
+        "nonblocking_copies": bool(edits and edits.nonblocking_copies),
+        "overlap_comm": bool(edits and edits.overlap_comm),
     }
     return summary
 
