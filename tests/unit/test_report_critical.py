@@ -26,7 +26,7 @@ def test_findings_say_how_they_were_priced_and_what_all_fixes_save():
 
 
 def test_the_composition_table_sums_to_the_step_and_the_timeline_outlines_the_path():
-    analysis, data = _data(overlapped())
+    _, data = _data(overlapped())
     t = data["tables"]["critical_path"]
     assert sum(t["rows"]["ns"]) == 100 * US  # one step of 100 us
     step = data["timeline"]["steps"][0]
