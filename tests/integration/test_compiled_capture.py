@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,11 +85,21 @@ def _marks(script: str) -> dict[int, str]:
 
 
 @pytest.fixture(scope="module")
-def compiled_trace(tmp_path_factory: pytest.TempPathFactory) -> ne.Trace:
+def compiled_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("compiled")
     done = _record(tmp, COMPILED)
     assert done.returncode == 0, done.stderr
-    return ne.load(tmp / "out.parquet")
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def compiled_trace(compiled_dir: Path) -> ne.Trace:
+    return ne.load(compiled_dir / "out.parquet")
+
+
+def _compiler_frames(df: Any) -> Any:
+    names = df["name"].astype(str)
+    return names.str.contains(r"torch/_(?:dynamo|inductor|functorch)/", regex=True) & (df["kind"] == "python")
 
 
 def test_each_compile_is_one_span_and_the_compiler_is_not_recorded(compiled_trace: ne.Trace) -> None:
@@ -102,13 +113,34 @@ def test_each_compile_is_one_span_and_the_compiler_is_not_recorded(compiled_trac
     py = df[df["kind"] == "python"]
     inside = py["start_ns"].apply(lambda t: ((spans["start_ns"] < t) & (t < spans["start_ns"] + spans["dur_ns"])).any())
     assert not inside.any(), py[inside]["name"].astype(str).head().tolist()
-    compiler = names.str.contains(r"torch/_(?:dynamo|inductor|functorch)/", regex=True) & (df["kind"] == "python")
+    compiler = _compiler_frames(df)
     # what remains is the runtime wrappers torch runs at every call: step 0 (the compile's step)
     # holds about what a later step holds, not the ~10^5-10^6 calls compiling makes
     per_step = df[compiler].groupby(df["step"].fillna(-1)).size()
     assert per_step.get(0, 0) < 3 * per_step.drop([-1, 0], errors="ignore").median()
     assert compiler.sum() < 1000
     assert compiled_trace.num_events < 20_000
+
+
+def test_trace_compile_records_the_compiler_again(compiled_dir: Path, compiled_trace: ne.Trace) -> None:
+    # the same program, its compile now served by the cache the first run filled: Dynamo still
+    # traces it, and with NEURON_EXPLORER_TRACE_COMPILE=1 its calls are recorded, in the spans
+    (compiled_dir / "again").mkdir()
+    done = _record(
+        compiled_dir / "again",
+        COMPILED,
+        env={"NEURON_EXPLORER_TRACE_COMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(compiled_dir / "inductor_cache")},
+    )
+    assert done.returncode == 0, done.stderr
+    again = ne.load(compiled_dir / "again" / "out.parquet")
+    assert (again.to_pandas()["name"].astype(str) == "compile: 0/0").sum() == 1
+
+    def python_calls_recorded(trace: ne.Trace) -> int:  # kept, collapsed or dropped by pruning
+        pruned = trace.metadata["pruned"]
+        kept = int((trace.to_pandas()["kind"] == "python").sum())
+        return kept + pruned["collapsed_events"] + pruned["builtin_calls"]
+
+    assert python_calls_recorded(again) > 5 * python_calls_recorded(compiled_trace)
 
 
 def test_a_loop_without_optimizer_gets_a_step_per_compiled_region_run(compiled_trace: ne.Trace) -> None:
