@@ -13,6 +13,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,23 +107,10 @@ def test_every_h200_kernel_with_provenance_gets_the_lines_its_stack_traces_name(
 
 
 def test_a_cpu_trace_with_its_torch_trace_log_through_convert(tmp_path: Path) -> None:
-    from neuron_explorer.cli import main
-
     out = tmp_path / "t.parquet"
-    assert (
-        main(
-            [
-                "convert",
-                str(CPU / "trace.json.gz"),
-                "-o",
-                str(out),
-                "--provenance",
-                str(CPU / "torch_trace.log.gz"),
-                "-q",
-            ]
-        )
-        == 0
-    )
+    cmd = [sys.executable, "-m", "neuron_explorer", "convert", str(CPU / "trace.json.gz"), "-o", str(out)]
+    done = subprocess.run([*cmd, "--provenance", str(CPU / "torch_trace.log.gz"), "-q"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
     import neuron_explorer as ne
 
     trace = ne.load(out)
@@ -217,3 +206,14 @@ def test_a_file_without_provenance_is_one_clear_error(tmp_path: Path, content: s
     with pytest.raises(TraceFormatError) as err:
         read_provenance_file(path)
     assert str(path) in str(err.value)
+
+
+def test_convert_with_a_bad_provenance_file_exits_3_with_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "prov.json"
+    bad.write_text("not json, not a log")
+    out = tmp_path / "t.parquet"
+    cmd = [sys.executable, "-m", "neuron_explorer", "convert", str(CPU / "trace.json.gz"), "-o", str(out)]
+    done = subprocess.run([*cmd, "--provenance", str(bad)], capture_output=True, text=True)
+    assert done.returncode == 3
+    assert done.stderr.strip().count("\n") == 0 and str(bad) in done.stderr
+    assert not out.exists()
