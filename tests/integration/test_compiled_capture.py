@@ -146,6 +146,7 @@ def test_trace_compile_records_the_compiler_again(compiled_dir: Path, compiled_t
 def test_a_loop_without_optimizer_gets_a_step_per_compiled_region_run(compiled_trace: ne.Trace) -> None:
     steps = compiled_trace.steps()
     assert len(steps) == ITERATIONS
+    assert not compiled_trace.metadata.get("dropped_steps")  # an inferred last step is a whole step
     assert compiled_trace.metadata["steps_from"] == {"compiled_region": "0/0", "runs": ITERATIONS, "steps": ITERATIONS}
     df = compiled_trace.to_pandas()
     runs = df[df["name"].astype(str) == "Torch-Compiled Region: 0/0"]
