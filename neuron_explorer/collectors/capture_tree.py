@@ -149,6 +149,7 @@ def walk_tree(
     prune: bool | None = None,
     operator_lines: oplines.OperatorLines | None = None,
     markers: bool = False,
+    syntax: bool = True,
 ) -> TreeSources:
     """Attribute every node of the event tree (see the module docstring).
 
@@ -159,7 +160,8 @@ def walk_tree(
     events per thread), a function's file and def line come from its call's name.
     ``prune`` (default: unless ``NEURON_EXPLORER_NO_PRUNE`` is set) prunes one-time Python.
     ``operator_lines`` places operator-syntax ops on lines (default: a fresh one; its ``stats``
-    land in ``TreeSources.operator_lines``); ``markers`` reads exact-lines markers.
+    land in ``TreeSources.operator_lines``; ``syntax=False`` leaves those ops at their function);
+    ``markers`` reads exact-lines markers.
     """
     from torch._C._profiler import (
         _ExtraFields_Allocation,
@@ -406,7 +408,7 @@ def walk_tree(
                     if collapse:
                         out.collapsed_ns += max(t1 - t0, 0)
                         continue
-                    if children and tag is PY_CALL and site is not None and site[1]:
+                    if syntax and children and tag is PY_CALL and site is not None and site[1]:
                         per_child = operator_sources(children, site, inner, module)
                         if per_child is not None:
                             extend(

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from neuron_explorer.trace.arrow import string_array, to_numpy
 from neuron_explorer.trace.errors import AnalysisError, NeuronExplorerError, TraceFormatError
+from neuron_explorer.trace.line_coverage import coverage_text, line_coverage
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 from neuron_explorer.tui.isolate import AnalysisProcess
@@ -177,6 +178,7 @@ class TraceSource:
             end_ns=end,
             collector=str(md.get("collector") or ""),
             torch_version=str((md.get("trace_metadata") or {}).get("torch_version") or md.get("torch_version") or ""),
+            line_coverage=coverage_text(line_coverage(self.trace), short=True),
         )
 
     # ------------------------------------------------------------------------ analysis

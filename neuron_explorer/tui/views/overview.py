@@ -98,6 +98,8 @@ class OverviewPane(VerticalScroll):
             facts.add_row("Collector", ov.collector)
         if ov.torch_version:
             facts.add_row("torch", ov.torch_version)
+        if ov.line_coverage:
+            facts.add_row("Source lines", ov.line_coverage)
         self.query_one("#overview-facts", Static).update(facts)
 
         durs = [s.dur_ns for s in ov.steps]
