@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from neuron_explorer.collectors.capture_tree import _BACKWARD_PREFIX, FileResolver, TreeSources, walk_tree
 from neuron_explorer.collectors.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array, _raw_text
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
+from neuron_explorer.collectors.operator_lines import OperatorLines
 from neuron_explorer.collectors.source_map import MARKER_PREFIX, UserCode
 from neuron_explorer.trace.model import Trace
 
@@ -131,7 +132,18 @@ def results_to_raw(
     sub = [acts[i] for i in keep] if len(keep) != len(acts) else acts
     types = [types[i] for i in keep] if len(keep) != len(types) else types
     cols = _activity_columns(sub, types)
-    tree = walk_tree(results.experimental_event_tree(), resolve, _op_info(cols), prune=prune, markers=markers)
+    try:
+        since = int(results.trace_start_ns())
+    except (AttributeError, TypeError, ValueError):
+        since = None
+    tree = walk_tree(
+        results.experimental_event_tree(),
+        resolve,
+        _op_info(cols),
+        prune=prune,
+        markers=markers,
+        operator_lines=OperatorLines(unchanged_since_ns=since),
+    )
     if pruned is not None:
         pruned.update(tree.pruned_metadata())
     if operator_lines is not None:

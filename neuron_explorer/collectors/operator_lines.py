@@ -34,6 +34,7 @@ call (it would show as an anchor there).
 from __future__ import annotations
 
 import linecache
+import os
 from dataclasses import dataclass, field
 from types import CodeType
 
@@ -62,6 +63,10 @@ class OperatorLines:
     )
     _codes: dict[str, list[CodeType] | None] = field(default_factory=dict)
     _flows: dict[tuple[str, str, int], CodeFlow | None] = field(default_factory=dict)
+    _by_code: dict[CodeType, CodeFlow | None] = field(default_factory=dict)
+    #: Sources modified after this time (ns since the epoch; the capture's start) are not read:
+    #: their bytecode is no longer what ran.
+    unchanged_since_ns: int | None = None
 
     def flow(self, path: str, func: str, line: int) -> CodeFlow | None:
         """The analysed code object of function ``func`` in ``path`` whose frame reported
@@ -72,18 +77,22 @@ class OperatorLines:
         code = self._find(path, func, line)
         flow = None
         if code is not None:
-            try:
-                flow = analyse(code)
-                self.stats["code_objects"] += 1
-            except Exception:  # an interpreter whose bytecode this reader does not know
-                flow = None
+            if code in self._by_code:
+                flow = self._by_code[code]
+            else:
+                try:
+                    flow = analyse(code)
+                    self.stats["code_objects"] += 1
+                except Exception:  # an interpreter whose bytecode this reader does not know
+                    flow = None
+                self._by_code[code] = flow
         self._flows[key] = flow
         return flow
 
     def _find(self, path: str, func: str, line: int) -> CodeType | None:
         codes = self._codes.get(path, ())
         if path not in self._codes:
-            codes = self._codes[path] = _compile(path)
+            codes = self._codes[path] = None if self._edited(path) else _compile(path)
         if not codes:
             return None
         named = [c for c in codes if c.co_name == func]
@@ -129,11 +138,20 @@ class OperatorLines:
         stats["frames"] += 1
         return out
 
+    def _edited(self, path: str) -> bool:
+        if self.unchanged_since_ns is None:
+            return False
+        try:
+            return os.stat(path).st_mtime_ns > self.unchanged_since_ns
+        except OSError:
+            return False  # (not a file: linecache may still hold it)
+
 
 def _compile(path: str) -> list[CodeType] | None:
     """Every code object of a source file (the module's and all nested ones), compiled by this
     interpreter, as the profiled program was; None when the file cannot be read or compiled."""
     try:
+        linecache.checkcache(path)  # (a cached copy may predate an edit)
         text = "".join(linecache.getlines(path))
         if not text:
             return None
