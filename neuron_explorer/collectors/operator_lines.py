@@ -33,6 +33,7 @@ call (it would show as an anchor there).
 
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
 from dataclasses import dataclass, field
@@ -46,7 +47,6 @@ from neuron_explorer.collectors.bytecode_flow import (
     Token,
     analyse,
     anchor,
-    staying,
 )
 from neuron_explorer.collectors.bytecode_ops import KNOWN_OPS
 
@@ -105,36 +105,63 @@ class OperatorLines:
         return holding[0] if len(holding) == 1 else None
 
     def resolve(self, flow: CodeFlow, tokens: list[Token], start: int) -> list[int]:
-        """The exact line of each op token (-1: ambiguous, unmatched, or an anchor)."""
+        """The exact line of each op token (-1: ambiguous, unmatched, or an anchor).
+
+        The per-token work is a dictionary lookup in the flow's memos (a loop repeats the same
+        sets), so a frame of thousands of tiny ops costs a few microseconds an op."""
         n = len(tokens)
+        # stays[k]: token k may come from the instruction that made token k - 1
+        kinds = [-1 if isinstance(t, str) else t & 3 for t in tokens]  # (-1: an op)
+        stays = [False] + [a == b and (a == -1 or a == PY_SPECIAL) for a, b in itertools.pairwise(kinds)]
         fwd = [0] * n
         restart = [False] * n
-        cur, prev = start, None
+        memo = flow._fwd
+        cur = start
         for k, tok in enumerate(tokens):
-            nxt = flow.forward(cur, staying(prev, tok), tok) if cur else 0
-            if not nxt and not isinstance(tok, str):
+            if cur:
+                key = (cur, stays[k], tok)
+                nxt = memo.get(key)
+                if nxt is None:
+                    nxt = flow.forward(cur, stays[k], tok)
+            else:
+                nxt = 0
+            if not nxt and kinds[k] >= 0:
                 nxt = flow.candidates(tok)  # the anchor contradicts what came before: start over from it
                 restart[k] = True
             fwd[k] = cur = nxt
-            prev = tok
         out = [-1] * n
         after, stay = flow.exits, True
-        stats = self.stats
+        memo = flow._bwd
+        everything = flow.everything
+        exact = ambiguous = unmatched = 0
         for k in range(n - 1, -1, -1):
             tok, f = tokens[k], fwd[k]
             if f:
-                b = flow.backward(after, stay, tok) & f
+                key = (after, stay, tok)
+                b = memo.get(key)
+                if b is None:
+                    b = flow.backward(after, stay, tok)
+                b &= f
                 if not b:  # the frame did not end the way the code says (an exception left it)
                     b = f
             else:
                 b = 0
-            if isinstance(tok, str):
-                stats["ops"] += 1
+            if kinds[k] < 0:
                 line = flow.line_of(b) if b else -1
                 out[k] = line
-                stats["exact" if line >= 0 else "ambiguous" if b else "unmatched"] += 1
-            after = b if b and not restart[k] else flow.everything
-            stay = staying(tokens[k - 1], tok) if k else False
+                if line >= 0:
+                    exact += 1
+                elif b:
+                    ambiguous += 1
+                else:
+                    unmatched += 1
+            after = b if b and not restart[k] else everything
+            stay = stays[k]
+        stats = self.stats
+        stats["ops"] += exact + ambiguous + unmatched
+        stats["exact"] += exact
+        stats["ambiguous"] += ambiguous
+        stats["unmatched"] += unmatched
         stats["frames"] += 1
         return out
 
