@@ -48,16 +48,6 @@ _CALLS_ANYTHING = frozenset(["BEFORE_WITH", "BEFORE_ASYNC_WITH", "SETUP_WITH", "
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
-def staying(before: Token | None, token: Token) -> bool:
-    """Whether ``token`` may come from the instruction that made ``before``: one operator can
-    issue several ops (``x[:T, :T]``: two slices) and one instruction can call several special
-    methods (a class's ``__new__`` and ``__init__``), but a call instruction makes one call, and
-    an instruction either makes a recorded call or issues ops directly (an operator, or a call
-    of a type such as ``float(t)``), not both."""
-    k = _kind(before)
-    return k == _kind(token) and k in (_OP, PY_SPECIAL)
-
-
 def _bits(mask: int) -> Iterable[int]:
     while mask:
         low = mask & -mask
@@ -69,18 +59,22 @@ def _bits(mask: int) -> Iterable[int]:
 #: instruction), a Python call of a special method (``__getattr__``, ``__init__``: an
 #: instruction can make several), a C function call (its call instruction's one call).
 PY_CALL, PY_SPECIAL, C_CALL = 1, 2, 3
-_OP = 0
+OP = 0  # (the kind of an op's token)
+#: Token kinds that may come from the same instruction as the token before when that is of the
+#: same kind: one operator can issue several ops (``x[:T, :T]``: two slices), one instruction
+#: can call several special methods (a class's ``__new__`` and ``__init__``). A call
+#: instruction makes one call, and an instruction either makes a recorded call or issues ops
+#: directly (an operator, or a call of a type such as ``float(t)``), not both.
+STAY_KINDS = (OP, PY_SPECIAL)
+
+
+def kind_of(token: Token) -> int:
+    return OP if isinstance(token, str) else token & 3
 
 
 def anchor(line: int, kind: int) -> int:
     """The token of a recorded call of ``kind`` made at ``line``."""
     return line * 4 + kind
-
-
-def _kind(token: Token | None) -> int:
-    if token is None:
-        return -1
-    return _OP if isinstance(token, str) else token & 3
 
 
 @dataclass
@@ -123,7 +117,7 @@ class CodeFlow:
 
     def forward(self, states: int, stay: bool, token: Token) -> int:
         """Where ``token`` can have come from, after being at ``states``; ``stay``: it may be the
-        same instruction (see ``staying``)."""
+        same instruction (``STAY_KINDS``)."""
         key = (states, stay, token)
         hit = self._fwd.get(key)
         if hit is None:

@@ -2,33 +2,28 @@
 that torch recorded with no Python call of its own (``a @ b``, ``x[i]``, ``x[i] = y``,
 ``a + b``, ``x += y``, ``-x``, ``a < b``, ``x.T``, ``if t:``).
 
-torch's Python tracer records calls, not operators: an op issued by a ``BINARY_OP``
-instruction sits directly under its function's frame in the event tree, between the recorded
-calls (the *anchors*, each carrying the line that made it). This module places those ops:
+torch's Python tracer records calls, not operators: an op issued by a ``BINARY_OP`` instruction
+sits directly under its function's frame in the event tree, between the recorded calls (the
+*anchors*, each carrying the line that made it). This module places those ops:
 
-1. Per code object, once (``CodeFlow``, cached per file, function and line): the instructions
-   in order with their lines (``dis``, ``co_positions``); which ops each can issue (``+``:
-   ``aten::add``; a subscript: ``aten::select``/``slice``/``index``/...; and, for any operator,
-   the conversions of a non-tensor operand: ``aten::lift_fresh``, ``aten::to``, ...); which can
-   make a Python call (an anchor), and which cannot (loads, stores and stack shuffles of local
-   variables, forward jumps); and the control-flow graph's reachability (basic blocks,
-   loops, exception handlers) as bitsets.
-2. Per frame (``OperatorLines.resolve``): its children in time order become tokens, an anchor
-   (the calling line) or an op (its name). A forward pass keeps, for each token, the
-   instructions that can have issued it after the tokens before it; a backward pass keeps those
-   from which the rest of the frame can still happen, up to a return or a yield. An op whose
-   remaining instructions all lie on one line is at that line (``src_precision`` 'line').
+1. Per code object, once (``bytecode_flow.CodeFlow``; the source compiled by this interpreter,
+   cached per file): the instructions and their lines, which ops each can issue
+   (``bytecode_ops``), which can make a recorded call, and what can follow what.
+2. Per frame (``OperatorLines.resolve``): its children in time order become tokens, an op (its
+   name) or an anchor (its calling line and kind: a plain Python function, a special method, a
+   C function). A forward pass keeps, per token, the instructions that can have made it after
+   the tokens before it; a backward pass those from which the rest of the frame can still
+   happen, up to a return or a yield. An op whose remaining instructions all lie on one line is
+   at that line (``src_precision`` 'line').
 
-Sound under this model: the path the program really took satisfies every constraint, so the
-true instruction is always a candidate, and one candidate line is the true line. An instruction
-may issue several ops (``x[:T, :T]``: two slices) or none (``d["k"]`` on a dict), so both are
-allowed. Several candidate lines (a loop whose body and exit both multiply, two branches) leave
-the op at its function (``src_precision`` 'function'), counted in ``stats`` as ``ambiguous``.
-Op names no operator issues are skipped (they stay at the function, and constrain nothing); a
-frame whose tokens contradict its code (its source edited since it ran, a call this model
-cannot see) keeps function-level lines from the contradiction to the next anchor (``unmatched``).
-Not modelled: a Python finalizer or signal handler run by an instruction listed as making no
-call (it would show as an anchor there).
+Sound under the model of ``bytecode_flow``: the path the program took satisfies every
+constraint, so the true instruction is always a candidate, and one candidate line is the true
+line. Several candidate lines (the multiply after a loop whose body multiplies too, an op in
+either branch of an ``if``) leave the op at its function (``src_precision`` 'function'),
+counted in ``stats`` as ``ambiguous``. Op names no operator issues are no tokens (they stay at
+the function and constrain nothing); a stretch of a frame whose tokens contradict its code
+stays at the function up to the next anchor (``unmatched``); a source modified after the
+capture began is not read. docs/capture.md, "Operator syntax", says what is not modelled.
 """
 
 from __future__ import annotations
@@ -41,12 +36,15 @@ from types import CodeType
 
 from neuron_explorer.collectors.bytecode_flow import (
     C_CALL,
+    OP,
     PY_CALL,
     PY_SPECIAL,
+    STAY_KINDS,
     CodeFlow,
     Token,
     analyse,
     anchor,
+    kind_of,
 )
 from neuron_explorer.collectors.bytecode_ops import KNOWN_OPS
 
@@ -110,9 +108,9 @@ class OperatorLines:
         The per-token work is a dictionary lookup in the flow's memos (a loop repeats the same
         sets), so a frame of thousands of tiny ops costs a few microseconds an op."""
         n = len(tokens)
-        # stays[k]: token k may come from the instruction that made token k - 1
-        kinds = [-1 if isinstance(t, str) else t & 3 for t in tokens]  # (-1: an op)
-        stays = [False] + [a == b and (a == -1 or a == PY_SPECIAL) for a, b in itertools.pairwise(kinds)]
+        # stays[k]: token k may come from the instruction that made token k - 1 (STAY_KINDS)
+        kinds = [kind_of(t) for t in tokens]
+        stays = [False] + [a == b and a in STAY_KINDS for a, b in itertools.pairwise(kinds)]
         fwd = [0] * n
         restart = [False] * n
         memo = flow._fwd
@@ -125,7 +123,7 @@ class OperatorLines:
                     nxt = flow.forward(cur, stays[k], tok)
             else:
                 nxt = 0
-            if not nxt and kinds[k] >= 0:
+            if not nxt and kinds[k] != OP:
                 nxt = flow.candidates(tok)  # the anchor contradicts what came before: start over from it
                 restart[k] = True
             fwd[k] = cur = nxt
@@ -146,7 +144,7 @@ class OperatorLines:
                     b = f
             else:
                 b = 0
-            if kinds[k] < 0:
+            if kinds[k] == OP:
                 line = flow.line_of(b) if b else -1
                 out[k] = line
                 if line >= 0:
