@@ -15,6 +15,9 @@ holds the same events as a plain capture, with more exact lines. Without the Pyt
 
 Costs a Python call per torch call (bench/exact_lines.py measures the ratio to plain capture).
 The mode is per thread: calls made on other threads (a DataLoader's workers) are not marked.
+Under ``torch.compile`` it steps aside: TorchDynamo traces the modes on the stack, and this one
+tells it (``torch.compiler.is_compiling()``) to call each function plainly, so compiled
+regions are neither marked nor broken.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from neuron_explorer.collectors.source_map import UserCode, marker_name
+
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 #: How far up the stack a call's user frame is looked for.
 MAX_DEPTH = 64
@@ -48,6 +53,10 @@ class ExactLinesMode(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if kwargs is None:
             kwargs = {}
+        if _compiling():
+            # TorchDynamo traces the modes on the stack: it takes this branch and so neither
+            # marks nor guards on this mode's caches (the compiled region's lines are its own)
+            return func(*args, **kwargs)
         frame = self._user_frame(sys._getframe(1))
         if frame is None:
             return func(*args, **kwargs)

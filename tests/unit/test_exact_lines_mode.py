@@ -72,3 +72,17 @@ def test_the_mode_ends_with_the_profile_even_when_the_program_raises():
     assert not _get_current_function_mode_stack()
     with ne.profile(on_error="ignore"):  # off by default
         assert not _get_current_function_mode_stack()
+
+
+def test_a_compiled_function_runs_under_the_mode():
+    # TorchDynamo traces the modes on the stack; the mode must step aside, not break the program
+    def f(a, b):
+        return (a @ b).relu() + 1
+
+    compiled = torch.compile(f, backend="eager")
+    a = torch.randn(8, 8)
+    with ne.profile(exact_lines=True, on_error="raise") as prof:
+        for _ in range(2):
+            got = compiled(a, a)
+    assert torch.allclose(got, f(a, a))
+    assert not prof.errors and prof.trace.num_events > 0
