@@ -409,7 +409,10 @@ def walk_tree(
                         out.collapsed_ns += max(t1 - t0, 0)
                         continue
                     if syntax and children and tag is PY_CALL and site is not None and site[1]:
-                        per_child = operator_sources(children, site, inner, module)
+                        try:
+                            per_child = operator_sources(children, site, inner, module)
+                        except Exception:  # (a bytecode this reader misjudges: function-level lines)
+                            per_child = None
                         if per_child is not None:
                             extend(
                                 zip(
