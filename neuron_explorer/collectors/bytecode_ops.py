@@ -86,6 +86,8 @@ def issued_ops(ins: dis.Instruction) -> tuple[str, ...]:
         names = _COMPARE
     elif op in _UNARY:
         names, operands = _UNARY[op], False
+    elif op == "CALL_INTRINSIC_1" and "UNARY_POSITIVE" in ins.argrepr:  # 3.12+: ``+x``
+        names, operands = _UNARY["UNARY_POSITIVE"], False
     elif op in ("UNARY_NOT", "TO_BOOL") or ("JUMP" in op and ("IF_TRUE" in op or "IF_FALSE" in op)):
         names, operands = _TRUTH, False
     elif op == "LOAD_ATTR" and isinstance(ins.argval, str) and ins.argval in _ATTRIBUTES:
