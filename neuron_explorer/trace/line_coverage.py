@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.trace.arrow import dict_parts
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind, Precision
 
@@ -33,25 +34,46 @@ def _ints(table: pa.Table, name: str, fill: int = -1) -> np.ndarray:
     return np.asarray(pc.fill_null(table[name].cast(pa.int64()), fill).to_numpy(), np.int64)
 
 
-def _strings(table: pa.Table, name: str) -> np.ndarray:
+def _codes(table: pa.Table, name: str, words: list[Any]) -> np.ndarray:
+    """Row codes of a string column against ``words`` (its index there; -1 for others and null):
+    read through the column's dictionary, so no per-row string is built."""
     if name not in table.column_names:
-        return np.full(table.num_rows, None, object)
-    return np.asarray(pc.cast(table[name], pa.string()).to_numpy(zero_copy_only=False), object)
+        return np.full(table.num_rows, -1, np.int64)
+    vocab, codes = dict_parts(table[name])
+    lookup = np.array([words.index(w) if w in words else -1 for w in vocab] + [-1], np.int64)
+    return lookup[np.where(codes < 0, len(vocab), codes)]
 
 
-def _rows_of(rank: np.ndarray, event_id: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Row index of (rank, ``target`` event id) per row; -1 where the target is missing."""
-    out = np.full(target.size, -1, np.int64)
-    if not target.size:
+class _Rows:
+    """Row index of an event id (per rank), for id columns: one sort, shared by every lookup."""
+
+    def __init__(self, rank: np.ndarray, event_id: np.ndarray) -> None:
+        self.rank = rank
+        # one rank's file: event ids are the row numbers, and a link is its own row index
+        self.identity = bool(rank.size == 0 or (rank == rank[0]).all()) and np.array_equal(
+            event_id, np.arange(event_id.size)
+        )
+        if not self.identity:
+            key = rank * (1 << 40) + event_id
+            self.order = np.argsort(key, kind="stable")
+            self.sorted = key[self.order]
+
+    def of(self, target: np.ndarray) -> np.ndarray:
+        out = np.full(target.size, -1, np.int64)
+        if not target.size:
+            return out
+        if self.identity:
+            return np.where((target >= 0) & (target < target.size), target, -1)
+        want = self.rank * (1 << 40) + target
+        pos = np.minimum(np.searchsorted(self.sorted, want), self.sorted.size - 1)
+        hit = (target >= 0) & (self.sorted[pos] == want)
+        out[hit] = self.order[pos[hit]]
         return out
-    key = rank * (1 << 40) + event_id
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    want = rank * (1 << 40) + target
-    pos = np.minimum(np.searchsorted(sorted_key, want), sorted_key.size - 1)
-    hit = (target >= 0) & (sorted_key[pos] == want)
-    out[hit] = order[pos[hit]]
-    return out
+
+
+#: The precisions in code order (``_codes``); anything else counts under its own name.
+_WORDS: list[Any] = [Precision.LINE, Precision.FUNCTION, Precision.FORWARD, Precision.LAUNCH, Precision.GENERATED]
+_LINE, _FORWARD, _LAUNCH = 0, 2, 3
 
 
 def line_coverage(trace: Trace) -> dict[str, Any]:
@@ -62,49 +84,56 @@ def line_coverage(trace: Trace) -> dict[str, Any]:
          "device_time_ns", "device_by_precision_pct", "device_exact_pct"}
 
     Percentages are of the time in question (None where there is none); precisions missing
-    from the trace are absent; ``"none"`` is time with no source line."""
+    from the trace are absent; ``"none"`` is time with no source line. Whole columns: codes
+    through the dictionaries, one sort for the id links."""
     e = trace.events
     t = e.select([c for c in _COLUMNS if c in e.column_names])
-    kind = _strings(t, "kind")
+    n = t.num_rows
+    kind = _codes(t, "kind", [Kind.CPU_OP, *DEVICE_KINDS])
+    is_op, device = kind == 0, kind > 0
     dur = np.maximum(_ints(t, "dur_ns", 0), 0)
-    rank, eid = _ints(t, "rank", 0), _ints(t, "event_id")
-    if "event_id" not in t.column_names:
-        eid = np.arange(t.num_rows, dtype=np.int64)
-    prec = _strings(t, "src_precision")
-    prec = np.where(prec == None, NONE, prec)  # noqa: E711 (element-wise)
-    has_file = _strings(t, "src_file") != None  # noqa: E711
+    rank = _ints(t, "rank", 0)
+    eid = _ints(t, "event_id") if "event_id" in t.column_names else np.arange(n, dtype=np.int64)
+    words = list(_WORDS)
+    if "src_precision" in t.column_names:  # (other values, from other collectors, keep their names)
+        words += [w for w in dict_parts(t["src_precision"])[0] if w not in words]
+    prec = _codes(t, "src_precision", words)  # -1: none
+    has_file = (
+        np.asarray(pc.is_valid(t["src_file"]).to_numpy(zero_copy_only=False), bool)
+        if "src_file" in t.column_names
+        else np.zeros(n, bool)
+    )
 
-    is_op = kind == Kind.CPU_OP
-    parent = _rows_of(rank, eid, _ints(t, "parent_id"))
+    rows = _Rows(rank, eid)
+    parent = rows.of(_ints(t, "parent_id"))
     top_op = is_op & ~((parent >= 0) & is_op[np.maximum(parent, 0)])
-    device = np.isin(kind, list(DEVICE_KINDS))
-
     # the precision at the origin of each inherited line: launch -> op, forward -> forward op
     origin = prec.copy()
-    fwd = _rows_of(rank, eid, _ints(t, "fwd_id"))
-    op = _rows_of(rank, eid, _ints(t, "op_id"))
+    fwd = rows.of(_ints(t, "fwd_id"))
+    op = rows.of(_ints(t, "op_id"))
     for _ in range(3):  # kernel -> backward op -> forward op (-> nothing further)
-        via_fwd = (origin == Precision.FORWARD) & (fwd >= 0)
+        via_fwd = (origin == _FORWARD) & (fwd >= 0)
         origin = np.where(via_fwd, prec[np.maximum(fwd, 0)], origin)
         fwd = np.where(via_fwd, fwd[np.maximum(fwd, 0)], fwd)
-        via_op = (origin == Precision.LAUNCH) & (op >= 0)
+        via_op = (origin == _LAUNCH) & (op >= 0)
         origin = np.where(via_op, origin[np.maximum(op, 0)], origin)
         fwd = np.where(via_op, fwd[np.maximum(op, 0)], fwd)
-    exact = origin == Precision.LINE
+    exact = origin == _LINE
 
     out: dict[str, Any] = {}
-    for name, rows in (("op", top_op), ("device", device)):
-        total = int(dur[rows].sum())
+    names = [str(w) for w in words] + [NONE]  # (code -1 -> the last name)
+    for name, sel in (("op", top_op), ("device", device)):
+        total = int(dur[sel].sum())
         out[f"{name}_time_ns"] = total
         by: dict[str, float] = {}
         if total:
-            p, d = prec[rows], dur[rows]
-            for value in sorted(set(p.tolist())):
-                by[str(value)] = round(100.0 * float(d[p == value].sum()) / total, 2)
+            sums = np.bincount(np.where(prec[sel] < 0, len(words), prec[sel]), weights=dur[sel], minlength=len(names))
+            by = {names[i]: round(100.0 * float(v) / total, 2) for i, v in enumerate(sums) if v > 0}
+            by = dict(sorted(by.items()))
         out[f"{name}_by_precision_pct"] = by
-        out[f"{name}_exact_pct"] = round(100.0 * float(dur[rows & exact].sum()) / total, 2) if total else None
+        out[f"{name}_exact_pct"] = round(100.0 * float(dur[sel & exact].sum()) / total, 2) if total else None
         if name == "op":
-            user = rows & has_file
+            user = sel & has_file
             user_total = int(dur[user].sum())
             out["op_user_time_ns"] = user_total
             out["op_user_exact_pct"] = (

@@ -127,3 +127,22 @@ def test_info_the_report_and_the_tui_show_the_same_figures(cpu_capture):
     assert coverage_text(line_coverage(ne.load(H200_EAGER)), short=True).endswith(
         "% of op time, 0.0% of device time at an exact line"
     )
+
+
+def test_two_ranks_of_one_capture_give_its_shares_and_twice_its_time(cpu_capture):
+    # (event ids repeat across ranks: links are looked up per rank, not by row number)
+    import numpy as np
+    import pyarrow as pa
+
+    from neuron_explorer.trace.model import Trace
+
+    e = cpu_capture.events
+    rank1 = e.set_column(
+        e.column_names.index("rank"), "rank", pa.array(np.ones(e.num_rows, e["rank"].type.to_pandas_dtype()))
+    )
+    both = Trace(pa.concat_tables([e, rank1.cast(e.schema)]), dict(cpu_capture.metadata))
+    one, two = line_coverage(cpu_capture), line_coverage(both)
+    assert two["op_time_ns"] == 2 * one["op_time_ns"] and two["op_by_precision_pct"] == one["op_by_precision_pct"]
+    assert two["op_exact_pct"] == one["op_exact_pct"] and two["op_user_exact_pct"] == one["op_user_exact_pct"]
+    want = _expected(_frame(both))
+    assert two["op_exact_pct"] == pytest.approx(want["op_exact_pct"], abs=0.011)
