@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from neuron_explorer.trace.arrow import dict_parts
+from neuron_explorer.trace.arrow import dict_parts, to_numpy
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind, Precision
 
@@ -29,19 +28,26 @@ NONE = "none"
 
 
 def _ints(table: pa.Table, name: str, fill: int = -1) -> np.ndarray:
+    """An integer column as int64, nulls ``fill`` (buffer-based: the TUI's first screen reads
+    this and must not import pandas, which pyarrow's own ``to_numpy`` does)."""
     if name not in table.column_names:
         return np.full(table.num_rows, fill, np.int64)
-    return np.asarray(pc.fill_null(table[name].cast(pa.int64()), fill).to_numpy(), np.int64)
+    col = table[name]
+    if col.type != pa.int64():
+        col = col.cast(pa.int64())
+    return to_numpy(col, fill=fill).astype(np.int64, copy=False)
 
 
 def _codes(table: pa.Table, name: str, words: list[Any]) -> np.ndarray:
-    """Row codes of a string column against ``words`` (its index there; -1 for others and null):
-    read through the column's dictionary, so no per-row string is built."""
+    """Row codes of a string column against ``words`` (its index there; -1 for other values and
+    null; with no ``words``, -1 for values and -2 for null): read through the column's
+    dictionary, so no per-row string is built."""
     if name not in table.column_names:
-        return np.full(table.num_rows, -1, np.int64)
+        return np.full(table.num_rows, -1 if words else -2, np.int64)
     vocab, codes = dict_parts(table[name])
-    lookup = np.array([words.index(w) if w in words else -1 for w in vocab] + [-1], np.int64)
-    return lookup[np.where(codes < 0, len(vocab), codes)]
+    lookup = np.array([words.index(w) if w in words else -1 for w in vocab] + [-2], np.int64)
+    out = lookup[np.where(codes < 0, len(vocab), codes)]
+    return np.maximum(out, -1) if words else out
 
 
 class _Rows:
@@ -98,11 +104,7 @@ def line_coverage(trace: Trace) -> dict[str, Any]:
     if "src_precision" in t.column_names:  # (other values, from other collectors, keep their names)
         words += [w for w in dict_parts(t["src_precision"])[0] if w not in words]
     prec = _codes(t, "src_precision", words)  # -1: none
-    has_file = (
-        np.asarray(pc.is_valid(t["src_file"]).to_numpy(zero_copy_only=False), bool)
-        if "src_file" in t.column_names
-        else np.zeros(n, bool)
-    )
+    has_file = _codes(t, "src_file", []) == -1  # (no word matches: -1 everywhere, -2 where null)
 
     rows = _Rows(rank, eid)
     parent = rows.of(_ints(t, "parent_id"))

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 #: The columns the TUI reads for its own views (drill-downs, timeline, overview).
 VIEW_COLUMNS: tuple[str, ...] = (
     "event_id", "rank", "kind", "name", "device_type", "device", "stream", "tid", "start_ns",
-    "dur_ns", "step", "parent_id", "launch_id", "op_id", "src_file", "src_line", "src_func", "src_precision",
+    "dur_ns", "step", "parent_id", "launch_id", "op_id", "fwd_id", "src_file", "src_line", "src_func", "src_precision",
 )  # fmt: skip
 
 _TIMED_OUT = (Kind.METADATA, Kind.FLOW)
