@@ -22,7 +22,6 @@ import pyarrow.compute as pc
 
 from neuron_explorer.trace.arrow import string_array, to_numpy
 from neuron_explorer.trace.errors import AnalysisError, NeuronExplorerError, TraceFormatError
-from neuron_explorer.trace.line_coverage import coverage_text, line_coverage
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 from neuron_explorer.tui.isolate import AnalysisProcess
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
 #: The columns the TUI reads for its own views (drill-downs, timeline, overview).
 VIEW_COLUMNS: tuple[str, ...] = (
     "event_id", "rank", "kind", "name", "device_type", "device", "stream", "tid", "start_ns",
-    "dur_ns", "step", "parent_id", "launch_id", "op_id", "fwd_id", "src_file", "src_line", "src_func", "src_precision",
+    "dur_ns", "step", "parent_id", "launch_id", "op_id", "src_file", "src_line", "src_func", "src_precision",
 )  # fmt: skip
 
 _TIMED_OUT = (Kind.METADATA, Kind.FLOW)
@@ -178,7 +177,6 @@ class TraceSource:
             end_ns=end,
             collector=str(md.get("collector") or ""),
             torch_version=str((md.get("trace_metadata") or {}).get("torch_version") or md.get("torch_version") or ""),
-            line_coverage=coverage_text(line_coverage(self.trace), short=True),
         )
 
     # ------------------------------------------------------------------------ analysis

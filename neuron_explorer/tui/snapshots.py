@@ -93,7 +93,6 @@ class Overview:
     end_ns: int
     collector: str = ""
     torch_version: str = ""
-    line_coverage: str = ""  # how much op and device time has an exact line (trace.line_coverage)
 
     @property
     def span_ns(self) -> int:

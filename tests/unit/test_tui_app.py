@@ -73,8 +73,9 @@ async def test_overview_shows_trace_facts_breakdown_and_top_findings() -> None:
 async def test_overview_shows_how_much_time_has_an_exact_line() -> None:
     from neuron_explorer.trace.line_coverage import coverage_text, line_coverage
 
-    trace = tiny_trace()
-    want = coverage_text(line_coverage(trace), short=True)  # the figures info prints
+    cov = tiny_analysis().summary["line_coverage"]
+    assert cov == line_coverage(tiny_trace())  # the figures info prints
+    want = coverage_text(cov, short=True)
     assert want.endswith("at an exact line")
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
