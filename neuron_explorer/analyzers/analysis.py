@@ -37,6 +37,7 @@ from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 from neuron_explorer.analyzers.perf import DeviceSpec
 from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.trace.line_coverage import line_coverage
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
@@ -347,6 +348,8 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         **{f"{c}_pct": 100.0 * float(totals[f"{c}_ns"]) / wall_sum for c in attribution.CATEGORY_NAMES},
         "num_findings": len(a.findings),
         "top_finding": top.title if top else None,
+        # op time and device time by source precision (trace.line_coverage; info shows the same)
+        "line_coverage": line_coverage(trace),
     }
     summary["verdict"] = _verdict(summary, top)
     neuron = neuron_summary.neuron_overview(frames.metadata)
