@@ -37,6 +37,8 @@ RULE_CATEGORY: dict[str, str] = {
     "unfused_optimizer": HOST_WORK,
     "alloc_churn": HOST_WORK,
     "compile_graph_breaks": HOST_WORK,
+    # one-time work: warm-up steps, and compilations after the first step (recompiles)
+    "warmup_cost": "one_time",
     # device
     "device_idle": "untraced",
     "tensor_cores": "compute",

@@ -214,6 +214,7 @@ def print_attribution(console: Any, a: Analysis) -> None:
 
 
 SHORT_LABELS = {
+    "one_time": "one-time",
     "compute": "compute",
     "communication": "comm",
     "copy": "copy",
@@ -227,6 +228,7 @@ SHORT_LABELS = {
 HOST_ONLY_SHORT = {**SHORT_LABELS, "compute": "ops"}
 #: The attribution headers when the full ones do not fit (a legend says what they mean).
 TINY_LABELS = {
+    "one-time": "once",
     "compute": "comp",
     "comm": "comm",
     "copy": "copy",

@@ -43,14 +43,18 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
         )
     at = ctx.analysis.attribution
     at = at[at["device"] >= 0]
-    wall = float(at["wall_ns"].sum())
+    wall = float(at["wall_ns"].sum() - at["one_time_ns"].sum())  # the steady state
     if wall <= 0:
-        raise RuleSkipped("skipped: needs step or trace time windows with device work")
+        raise RuleSkipped("skipped: needs steady-state time with device work (the trace holds only one-time work)")
     busy = float(at[["compute_ns", "communication_ns", "copy_ns"]].sum().sum())
     busy_pct = 100.0 * busy / wall
     if busy_pct >= ctx.threshold("min_busy_pct"):
         return []
-    idle_parts = {c: float(at[f"{c}_ns"].sum()) for c in CATEGORY_NAMES[3:]}
+    idle_parts = {
+        c: float(at[f"{c}_ns"].sum())
+        for c in CATEGORY_NAMES
+        if c not in ("compute", "communication", "copy", "one_time")
+    }
     split = ", ".join(
         f"{CATEGORY_LABELS[c]} {100.0 * v / wall:.0f}%"
         for c, v in sorted(idle_parts.items(), key=lambda kv: -kv[1])

@@ -371,7 +371,7 @@ def python_overhead(ctx: RuleContext) -> list[Finding]:
     if not (host["kind"] == Kind.PYTHON).any():
         raise RuleSkipped("skipped: needs Python events (profile with with_stack=True)")
     at = steady_attribution(ctx.analysis)
-    wall = float(at["wall_ns"].sum()) or 1.0
+    wall = float(at["wall_ns"].sum() - at["one_time_ns"].sum()) or 1.0
     python_ns = int(at["host_python_ns"].sum())
     pct = 100.0 * python_ns / wall
     if pct < ctx.threshold("max_pct"):
