@@ -212,12 +212,19 @@ def _attribute(frames: TraceFrames) -> tuple[pd.DataFrame, dict[str, int]]:
         classes.append(np.broadcast_to(cls if np.isscalar(cls) else np.asarray(cls)[rows], len(rows)).astype(np.int8))
 
     def add_host(spans: pd.DataFrame, cls: int) -> None:
-        """Host spans hold for every device of their rank."""
+        """Host spans hold for every device of their rank (a span over three or more windows, the
+        training loop's own Python frame, holds for the whole windows inside it too)."""
         if not len(spans):
             return
         s = spans["start_ns"].to_numpy()
-        rows, wi, ps, pe = clip_to_windows(spans["rank"].to_numpy(), s, s + spans["dur_ns"].to_numpy(), *win)
-        rank = spans["rank"].to_numpy()[rows]
+        e = s + spans["dur_ns"].to_numpy()
+        r = spans["rank"].to_numpy()
+        rows, wi, ps, pe = clip_to_windows(r, s, e, *win)
+        inner_rows, inner_wi = _windows_inside(r, s, e, *win)
+        rows, wi = np.concatenate([rows, inner_rows]), np.concatenate([wi, inner_wi])
+        ps = np.concatenate([ps, win[1][inner_wi]])
+        pe = np.concatenate([pe, win[2][inner_wi]])
+        rank = r[rows]
         for r, slots in rank_slots.items():  # one pass per (rank, device): a handful
             m = rank == r
             for sl in slots:
@@ -289,6 +296,38 @@ def _attribute(frames: TraceFrames) -> tuple[pd.DataFrame, dict[str, int]]:
     res.loc[cpu, "compute_ns"] += res.loc[cpu, "host_launch_ns"]
     res.loc[cpu, "host_launch_ns"] = 0
     return _with_pct(res[cols]), kinds
+
+
+def _windows_inside(
+    rank: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    win_rank: np.ndarray,
+    win_start: np.ndarray,
+    win_end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row, window) for every window lying wholly inside an interval of its rank (windows of a
+    rank do not overlap, so their ends sort with their starts): what ``clip_to_windows`` leaves
+    out of an interval spanning three or more windows."""
+    rows: list[np.ndarray] = []
+    wins: list[np.ndarray] = []
+    for r in np.unique(win_rank):  # one pass per rank
+        widx = np.flatnonzero(win_rank == r)
+        widx = widx[np.argsort(win_start[widx], kind="stable")]
+        ws, we = win_start[widx], win_end[widx]
+        m = np.flatnonzero(rank == r)
+        first = np.searchsorted(ws, start[m], side="left")
+        last = np.searchsorted(we, end[m], side="right") - 1
+        n = np.maximum(last - first + 1, 0)
+        if not n.any():
+            continue
+        row = np.repeat(m, n)
+        offset = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        rows.append(row)
+        wins.append(widx[np.repeat(first, n) + offset])
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(rows), np.concatenate(wins)
 
 
 def _with_pct(df: pd.DataFrame) -> pd.DataFrame:

@@ -21,12 +21,13 @@ attribution's priority among themselves (the first that holds an instant takes i
 4. ``init``: setup calls, below device work in priority (a call that returns while the device
    computes costs no wall time): CUDA/HIP context creation and module loading (``cuInit``,
    ``cuCtxCreate``, ``cuDevicePrimaryCtxRetain``, ``cuModuleLoad*``, ``cuLibraryLoad*``,
-   ``hipModuleLoad*``) and a kernel's first launch in the trace when it takes 1 ms or more (lazy
-   module loading; a launch normally takes microseconds), anywhere; and, on a trace without steps
-   only, the allocator (``cudaMalloc``/``cudaFree``/``cudaHostAlloc``/``hipMalloc``/...), stream
-   and event creation and device queries (the first of which pays for the context), plus the first
-   call of an op that encloses one of them (cuDNN/cuBLAS handle creation and algorithm selection
-   show only as that op's own time). With steps, those calls in a warm-up step are the step's;
+   ``hipModuleLoad*``), a kernel's first launch in the trace when it takes 1 ms or more (lazy
+   module loading) and a device or driver query taking 1 ms or more (the lazy context creation
+   it waited for; queries and launches take microseconds, and kernel launchers query on every
+   call), anywhere; and, on a trace without steps only, the allocator (``cudaMalloc``/``cudaFree``/
+   ``cudaHostAlloc``/``hipMalloc``/...), stream and event creation, plus the first call of an op
+   that encloses any of these calls (cuDNN/cuBLAS handle creation and algorithm selection show
+   only as that op's own time). With steps, those calls in a warm-up step are the step's;
    in a steady step they recur and are not one-time (``memory_fragmentation`` reads them).
 
 Everything here works on whole columns; ``one_time_spans`` is memoized per trace.
@@ -74,9 +75,15 @@ CONTEXT_CALLS = (
 #: Setup calls: one-time on a trace without steps (with steps, a steady step's are recurring work).
 SETUP_CALLS = (
     r"^(?:cuda|hip)(?:Malloc\w*|Free\w*|HostAlloc|HostMalloc|HostRegister|StreamCreate\w*|EventCreate\w*"
-    r"|SetDevice|GetDevice\w*|DeviceGet\w*|GetDeviceProperties\w*|DeviceSetLimit|FuncGetAttributes"
-    r"|FuncSetAttribute|DeviceEnablePeerAccess|DeviceCanAccessPeer|ExtMallocWithFlags)$"
+    r"|SetDevice|DeviceSetLimit|DeviceEnablePeerAccess|ExtMallocWithFlags)$"
     r"|^cu(?:MemAlloc\w*|MemFree\w*|MemHostAlloc|StreamCreate\w*|EventCreate\w*)$"
+)
+#: Device and driver queries: microseconds each, and called in the steady state too (kernel
+#: launchers ask for attributes on every call); one taking a millisecond or more paid for the
+#: lazy creation of the context: one-time wherever it is.
+QUERY_CALLS = (
+    r"^(?:cuda|hip)(?:GetDevice\w*|DeviceGet\w*|GetDeviceProperties\w*|FuncGetAttributes|FuncSetAttribute"
+    r"|DeviceCanAccessPeer|DriverGetVersion|RuntimeGetVersion|GetDeviceCount|PointerGetAttributes)$"
 )
 LAUNCH_CALLS = (
     r"^(?:cuda|hip|cu)(?:LaunchKernel\w*|ModuleLaunchKernel|ExtModuleLaunchKernel|LaunchCooperativeKernel\w*)$"
@@ -84,10 +91,12 @@ LAUNCH_CALLS = (
 #: Under this share of the wall time, what is not one-time work is no steady state: a trace of
 #: initialization or compile warm-up alone is called that and gets no steady-state warnings.
 MIN_STEADY_PCT = 2.0
-#: A kernel's first launch this long loaded its module (lazy loading); launches take microseconds.
-SLOW_FIRST_LAUNCH_NS = 1_000_000
+#: A kernel's first launch this long loaded its module (lazy loading), and a query this long created
+#: the context: launches and queries take microseconds.
+SLOW_CALL_NS = 1_000_000
 
 _SPAN_COLUMNS = ["rank", "start_ns", "dur_ns", "kind", "event_id"]
+_MAX_DEPTH = 16
 
 
 def one_time_spans(frames: TraceFrames) -> pd.DataFrame:
@@ -110,10 +119,12 @@ def _spans(frames: TraceFrames) -> pd.DataFrame:
         _rows(host[(kind == Kind.PYTHON).to_numpy() & name_mask(names, CAPTURE_FRAMES)], "graph_capture"),
         _capture_intervals(host[runtime]),
         _rows(host[runtime & name_mask(names, CONTEXT_CALLS)], "init"),
+        _rows(host[runtime & name_mask(names, QUERY_CALLS) & (host["dur_ns"].to_numpy() >= SLOW_CALL_NS)], "init"),
         _rows(_slow_first_launches(frames), "init"),
     ]
     if not frames.has_steps:
-        setup = host[runtime & name_mask(names, SETUP_CALLS)]
+        slow_query = name_mask(names, QUERY_CALLS) & (host["dur_ns"].to_numpy() >= SLOW_CALL_NS)
+        setup = host[runtime & (name_mask(names, SETUP_CALLS) | name_mask(names, CONTEXT_CALLS) | slow_query)]
         parts += [_rows(setup, "init"), _rows(_first_calls_enclosing(host, setup), "init")]
     out = pd.concat([p for p in parts if len(p)] or [parts[0]], ignore_index=True)
     return out[out["dur_ns"] > 0].reset_index(drop=True)
@@ -164,7 +175,7 @@ def _slow_first_launches(frames: TraceFrames) -> pd.DataFrame:
     launches = host[(host["kind"] == Kind.RUNTIME).to_numpy() & name_mask(host["name"], LAUNCH_CALLS)]
     if not len(launches) or not len(dev):
         return launches.iloc[:0]
-    slow = launches[launches["dur_ns"].to_numpy() >= SLOW_FIRST_LAUNCH_NS]
+    slow = launches[launches["dur_ns"].to_numpy() >= SLOW_CALL_NS]
     if not len(slow):
         return slow
     pos = lookup(
@@ -185,21 +196,30 @@ def _slow_first_launches(frames: TraceFrames) -> pd.DataFrame:
         .drop_duplicates(["rank", "kernel"])
     )
     chosen = launches.iloc[np.unique(first["row"].to_numpy())]
-    return chosen[chosen["dur_ns"].to_numpy() >= SLOW_FIRST_LAUNCH_NS]
+    return chosen[chosen["dur_ns"].to_numpy() >= SLOW_CALL_NS]
 
 
 def _first_calls_enclosing(host: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """The op directly enclosing each setup call, where that is the op's first call (by name) on
-    its rank: the first call pays its library's initialization."""
+    """The innermost op enclosing each setup call (up its parents, past annotations and Python
+    frames), where that is the op's first call (by name) on its rank: the first call pays its
+    library's initialization."""
     ops = host[(host["kind"] == Kind.CPU_OP).to_numpy()]
     if not len(ops) or not len(calls):
         return ops.iloc[:0]
+    keys = ukey(host["rank"].to_numpy(), host["event_id"].to_numpy())
+    parents = ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy())
+    is_op = (host["kind"] == Kind.CPU_OP).to_numpy()
+    at = lookup(keys, ukey(calls["rank"].to_numpy(), calls["parent_id"].to_numpy()))
+    for _ in range(_MAX_DEPTH):  # one lookup per level, over all calls at once
+        climb = (at >= 0) & ~is_op[np.maximum(at, 0)]
+        if not climb.any():
+            break
+        at[climb] = lookup(keys, parents[at[climb]])
+    at = at[(at >= 0) & is_op[np.maximum(at, 0)]]
     first = ops.sort_values("start_ns", kind="stable").drop_duplicates(["rank", "name"])
-    pos = lookup(
-        ukey(first["rank"].to_numpy(), first["event_id"].to_numpy()),
-        ukey(calls["rank"].to_numpy(), calls["parent_id"].to_numpy()),
-    )
-    return first.iloc[np.unique(pos[pos >= 0])]
+    enclosing = host.iloc[np.unique(at)]
+    first_keys = ukey(first["rank"].to_numpy(), first["event_id"].to_numpy())
+    return enclosing[np.isin(ukey(enclosing["rank"].to_numpy(), enclosing["event_id"].to_numpy()), first_keys)]
 
 
 def only_one_time(attribution: pd.DataFrame, steps: pd.DataFrame) -> bool:

@@ -79,7 +79,8 @@ def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> l
     if not r.cost_is_time:
         return found
     total = attributed_wall_ns(analysis, steady=False)
-    only_once = only_one_time(analysis.attribution, analysis.steps)
+    at = analysis.attribution
+    only_once = "one_time_ns" in at and only_one_time(at, analysis.steps)
     for f in found:
         one_time = (f.category or RULE_CATEGORY.get(f.rule_id)) == "one_time"
         wall = attributed_wall_ns(analysis, steady=not one_time)
