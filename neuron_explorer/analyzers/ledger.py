@@ -95,8 +95,9 @@ def dominant_category(attribution: pd.DataFrame, ranges: Iterable[list[int]]) ->
 
 
 #: Rules that name the cause of time a generic rule would also bill: they claim it first (the
-#: rank whose late arrival makes the others wait, before "exposed communication" as such).
-CLAIMS_FIRST = frozenset({"culprit_rank"})
+#: rank whose late arrival makes the others wait, before "exposed communication" as such; an
+#: unfused optimizer's own host time, before "host-bound" or "launch-bound" as such).
+CLAIMS_FIRST = frozenset({"culprit_rank", "unfused_optimizer"})
 
 
 def settle_costs(findings: list[Finding], attribution: pd.DataFrame) -> list[Finding]:

@@ -316,7 +316,8 @@ def _op_perf_table(console: Any, a: Analysis, top: int) -> None:
     over = perf["pct_of_peak"] > OVER_PEAK_PCT
     rows = []
     for r, flagged in zip(perf.head(top).itertuples(), over.head(top)):
-        pct = "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}" + ("!" if flagged else "")
+        # a figure over the roof is not a figure: the device entry is wrong (flagged, not printed)
+        pct = "-" if r.pct_of_peak != r.pct_of_peak else ("over!" if flagged else f"{r.pct_of_peak:.1f}")
         rows.append(
             [
                 str(r.name),

@@ -402,11 +402,15 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
     """The device has nothing queued and nothing to run while the host runs framework ops or
     runtime calls (the ``host_launch`` category) for more than ``max_pct`` of step time. When
     the ops are tiny (``tiny_ops``) or the kernels short (``launch_bound``), that rule names the
-    cause instead; a host that runs ahead of a busy queue is never host-bound."""
+    cause instead, and an unfused optimizer's own host time is ``unfused_optimizer``'s; a host
+    that runs ahead of a busy queue is never host-bound."""
     if not len(ctx.frames.device):
         raise RuleSkipped("skipped: needs device events (kernels); this trace is host-only")
+    from neuron_explorer.analyzers.rules.optimizer import unfused_optimizer_exposed_ns
+
     wall = attributed_wall_ns(ctx.analysis, device_only=True) or 1
-    exposed = category_ns(ctx.analysis, "host_launch")
+    # an unfused optimizer's own host time is that finding's (the specific cause wins)
+    exposed = max(category_ns(ctx.analysis, "host_launch") - unfused_optimizer_exposed_ns(ctx), 0)
     pct = 100.0 * exposed / wall
     if pct < ctx.threshold("max_pct") or tiny_ops_explain(ctx) or launch_bound_explains(ctx):
         return []
