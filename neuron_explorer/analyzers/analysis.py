@@ -40,7 +40,7 @@ from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "2.5.0"
+ANALYSIS_SCHEMA_VERSION = "2.6.0"
 
 
 @dataclass

@@ -89,7 +89,11 @@ def _one_time_verdict(summary: Mapping[str, Any], labels: Mapping[str, str], top
         rest = max(attribution.STEADY_NAMES, key=lambda c: summary[f"{c}_pct"])
         text = (
             f"Mostly one-time work: {head}; the steady state ("
-            + (f"{once['steady_steps']} steps, " if once["steady_steps"] > 0 else "")
+            + (
+                f"{once['steady_steps']} step{'s' if once['steady_steps'] != 1 else ''}, "
+                if once["steady_steps"] > 0
+                else ""
+            )
             + f"{format_duration(once['steady_ns'])}) is mostly "
             f"{labels[rest]} ({100.0 * summary[f'{rest}_pct'] / steady_pct:.0f}% of it)"
         )
