@@ -101,7 +101,7 @@ def likely_cause(
     defaults = {"name": "", "shapes": None, "pct_of_peak": float("nan"), "flops_per_byte": float("nan"),
                 "tflops_per_s": 0.0, "device_time_pct": 0.0, "data_moved_mb": float("nan"), "params": None}  # fmt: skip
     row = pd.Series({**defaults, **row.to_dict()}, name=row.name)
-    t = table if table is not None else pd.DataFrame(columns=list(defaults) + ["category", "bound", "compute_dtype"])
+    t = table if table is not None else pd.DataFrame(columns=[*list(defaults), "category", "bound", "compute_dtype"])
     c = explain(
         row, t, spec, _sms(hw, spec), _low_precision(spec), set(), same_line_elementwise, _advice(spec, hw, training)
     )

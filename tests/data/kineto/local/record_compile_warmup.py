@@ -2,6 +2,7 @@
 OMP_NUM_THREADS=1, a fresh TORCHINDUCTOR_CACHE_DIR, then gzip -9): a training loop whose first
 profiled step compiles the model with torch.compile (Dynamo, AOTAutograd, Inductor's C++ codegen
 and its compiler runs) and whose five later steps run the compiled code."""
+
 import sys
 
 import torch
