@@ -8,6 +8,8 @@ sm80), read from the device spec the analysis used.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -17,6 +19,7 @@ from neuron_explorer.analyzers.perf.causes import attention_parts, explain
 from neuron_explorer.analyzers.perf.devices import DeviceSpec, lookup, spec_from_dict
 from neuron_explorer.analyzers.perf.shapes import short_dtypes, short_shapes
 from neuron_explorer.analyzers.perf.summary import OVER_ROOF_PCT
+from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._evidence import ms, threshold_of
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -196,6 +199,12 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
                     "kernel_time_ns": metric(int(kernel_ns), "ns"),
                 },
                 cost_ns=saving,
+                edits=_edits.op_group(
+                    ctx.frames,
+                    int(row.name),
+                    saving,
+                    f"{row['name']} {short_shapes(row['shapes'])} at {c.target_pct:.0f}% of its {c.roof} roof",
+                ),
                 source_lines=lines,
                 recommendation=c.fix,
             )
@@ -266,6 +275,7 @@ def eager_attention(ctx: RuleContext) -> list[Finding]:
             },
             # the fused kernel never writes the scores: their softmax pass goes, the matmuls' math stays
             cost_ns=softmax_ns,
+            edits=_fused(ctx, soft_rows, "the softmax over the scores fused away", factor=0.0),
             source_lines=lines,
             recommendation=(
                 "Replace the matmul-softmax-matmul with torch.nn.functional.scaled_dot_product_attention(q, k, v, "
@@ -273,3 +283,19 @@ def eager_attention(ctx: RuleContext) -> list[Finding]:
             ),
         )
     ]
+
+
+def _fused(ctx: RuleContext, groups: Any, label: str, factor: float = 0.5) -> Any:
+    """The work of ``op_perf`` rows ``groups`` at ``factor`` of its time, as one edit."""
+    parts = [
+        _edits.op_group(
+            ctx.frames, int(g), (1.0 - factor) * 1e3 * float(ctx.analysis.op_perf.loc[g, "kernel_time_us"]), label
+        )
+        for g in groups
+    ]
+    events = [e.events[0] for e in parts if e is not None]
+    if not events:
+        return None
+    rank = np.concatenate([e.rank for e in events])
+    ids = np.concatenate([e.event_id for e in events])
+    return _edits.scaled(pd.DataFrame({"rank": rank, "event_id": ids}), factor, label)
