@@ -222,6 +222,26 @@ def _first_calls_enclosing(host: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFr
     return enclosing[np.isin(ukey(enclosing["rank"].to_numpy(), enclosing["event_id"].to_numpy()), first_keys)]
 
 
+def in_one_time(frames: TraceFrames, events: pd.DataFrame) -> np.ndarray:
+    """Per row of ``events`` (host events): True when it starts inside one-time work (a one-time
+    span or a warm-up step): a steady-state rule leaves it out."""
+    from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
+
+    spans = one_time_spans(frames)
+    warm = warmup_windows(frames)
+    r = np.concatenate([spans["rank"].to_numpy(np.int64), warm["rank"].to_numpy(np.int64)])
+    s = np.concatenate([spans["start_ns"].to_numpy(np.int64), warm["start_ns"].to_numpy(np.int64)])
+    e = np.concatenate([(spans["start_ns"] + spans["dur_ns"]).to_numpy(np.int64), warm["end_ns"].to_numpy(np.int64)])
+    out = np.zeros(len(events), bool)
+    if not len(s) or not len(events):
+        return out
+    wr, ws, we = merge_windows(r, s, e)
+    start = events["start_ns"].to_numpy(np.int64)
+    rows, _, _, _ = clip_to_windows(events["rank"].to_numpy(np.int64), start, start + 1, wr, ws, we)
+    out[rows] = True
+    return out
+
+
 def only_one_time(attribution: pd.DataFrame, steps: pd.DataFrame) -> bool:
     """True when the trace holds one-time work and nothing to call a steady state: what is not
     one-time is under ``MIN_STEADY_PCT`` of the wall time and no step is a steady one (a step not

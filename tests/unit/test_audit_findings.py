@@ -51,7 +51,7 @@ def test_the_audit_reference_catches_a_wrong_number_and_wrong_advice() -> None:
     from dataclasses import replace
 
     path = next(p for p in TRACES if p.name == "qwen_h100.json.gz")
-    f = next(x for x in analysis(path).filter("warning") if x.rule_id == "op_below_roofline")
+    f = next(x for x in analysis(path).findings if x.rule_id == "op_below_roofline")
     off = replace(
         f, metrics={**f.metrics, "pct_of_peak": {"value": f.metrics["pct_of_peak"]["value"] * 1.5, "unit": "%"}}
     )

@@ -12,6 +12,7 @@ from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
+from neuron_explorer.analyzers.one_time import in_one_time
 from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._advice import compile_advice
 from neuron_explorer.analyzers.rules._evidence import (
@@ -70,7 +71,8 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
     syncs = calls[calls["reason"] == "sync"]
     if not len(syncs):
         return []
-    inside = calls_in_steps(ctx, syncs)
+    # one-time work's syncs (a graph capture's, a warm-up step's) are not the loop's
+    inside = calls_in_steps(ctx, syncs) & ~in_one_time(ctx.frames, syncs)
     loop = syncs[inside]
     per_step = len(loop) / num_steps(ctx.analysis)
     wall = attributed_wall_ns(ctx.analysis) or 1
@@ -92,7 +94,7 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
                 f"device had nothing to run for {ms(blocked)}"
                 + (f"; issued by {', '.join(top_ops)}" if top_ops else "")
                 + (
-                    f". Outside steps: {int((~inside).sum())} more ({ms(outside_ns)}), not counted."
+                    f". Outside steps or in one-time work: {int((~inside).sum())} more ({ms(outside_ns)}), not counted."
                     if outside_ns
                     else "."
                 )
