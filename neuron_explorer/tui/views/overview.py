@@ -33,6 +33,7 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 PARTS: tuple[tuple[str, str, str], ...] = tuple(
     (key, label, part_color(key))
     for key, label in (
+        ("one_time_ns", "one-time"),
         ("compute_ns", "compute"),
         ("communication_ns", "comm"),
         ("copy_ns", "copy"),
