@@ -88,6 +88,9 @@ class profile(torch.profiler.profile):
         (and record its C++ kernels), so compiled regions get their lines (``compile_watch``).
     step_on: a function (``NAME`` or ``FILE:NAME``) each return of which ends a step, for
         programs that never call ``step()`` (``collectors.inferred_steps``).
+    exact_lines: mark every torch call made from user code with its calling line while
+        profiling (``collectors.exact_lines``), so operator syntax gets its exact line even where
+        the bytecode leaves several candidates; costs a Python call per torch call.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class profile(torch.profiler.profile):
         on_error: OnError = "warn",
         compile_provenance: bool = True,
         step_on: str | None = None,
+        exact_lines: bool = False,
         **torch_kwargs: Any,
     ) -> None:
         if on_error not in ("warn", "raise", "ignore"):
@@ -136,6 +140,7 @@ class profile(torch.profiler.profile):
             on_error=on_error,
             compile_provenance=compile_provenance,
             step_on=step_on,
+            exact_lines=exact_lines,
         )
         super().__init__(**torch_args)
         self.output = Path(output) if output is not None else None
@@ -159,7 +164,9 @@ class profile(torch.profiler.profile):
             "with_flops": with_flops,
             "with_modules": with_modules,
             "schedule": schedule is not None,
+            "exact_lines": bool(exact_lines),
         }
+        self._exact_mode: Any = None
         self._cycle = 0
         self._last_dist: dict[str, Any] | None = None
         self._reported = 0
@@ -191,6 +198,11 @@ class profile(torch.profiler.profile):
             return self
         entered = super().__enter__()
         self._compile_watch.install()
+        if self._options["exact_lines"]:
+            from neuron_explorer.collectors.exact_lines import ExactLinesMode
+
+            self._exact_mode = ExactLinesMode(self.user_code)
+            self._exact_mode.__enter__()
         return entered
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -198,6 +210,9 @@ class profile(torch.profiler.profile):
             return None
         self._closing = True  # the stop() below ends the last cycle: nothing records after it
         self._compile_watch.remove()
+        if self._exact_mode is not None:
+            mode, self._exact_mode = self._exact_mode, None
+            mode.__exit__(None, None, None)
         try:
             super().__exit__(exc_type, exc, tb)
         finally:
