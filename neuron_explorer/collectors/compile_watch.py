@@ -87,6 +87,14 @@ class _Tracer:
         return int(slots[i - 2]), obj
 
 
+def _find() -> tuple[int, Any] | None:
+    """``_Tracer.find``, never failing the user's compile: on any error nothing is paused."""
+    try:
+        return _Tracer.find()
+    except Exception:
+        return None
+
+
 def _take(held: tuple[int, Any] | None) -> None:
     """Take the tracer out (``held`` keeps a reference to its object meanwhile)."""
     if held is not None:
@@ -110,9 +118,12 @@ def _span_enter(name: str) -> Any:
 
 def _span_exit(handle: Any) -> None:
     if handle is not None:
-        import torch
+        try:
+            import torch
 
-        torch.ops.profiler._record_function_exit._RecordFunction(handle)
+            torch.ops.profiler._record_function_exit._RecordFunction(handle)
+        except Exception:  # the span stays open in the trace; the compile goes on
+            pass
 
 
 class CompileWatch:
@@ -184,7 +195,7 @@ class CompileWatch:
 
         @functools.wraps(original)
         def compile(*args: Any, **kwargs: Any) -> Any:
-            held = _Tracer.find() if watch.pause else None
+            held = _find() if watch.pause else None
             _take(held)
             span = _span_enter(SPAN_PREFIX + "torch.compile")
             try:
@@ -197,11 +208,11 @@ class CompileWatch:
         return compile
 
     def _started(self, args: Any) -> None:
-        suffix = PAUSED_TRIGGERS.get(getattr(args.callback_trigger, "name", ""))
+        suffix = PAUSED_TRIGGERS.get(getattr(getattr(args, "callback_trigger", None), "name", ""))
         if suffix is None:
             return
         self._sweep_metrics()
-        held = _Tracer.find() if self.pause else None
+        held = _find() if self.pause else None
         _take(held)  # from here to _ended's put-back, no Python call is recorded
         if self.provenance and self._restore is None:
             self._turn_on_inductor_settings()
@@ -218,16 +229,17 @@ class CompileWatch:
         self._restore = []
         try:
             import torch._inductor.config as config
-        except Exception:
+
+            for section_name, key, value in INDUCTOR_SETTINGS:
+                section = getattr(config, section_name, None)
+                if section is None or not hasattr(section, key):
+                    continue
+                old = getattr(section, key)
+                if old != value and not (isinstance(old, int) and old > value):
+                    setattr(section, key, value)
+                    self._restore.append((section, key, old))
+        except Exception:  # an Inductor without these settings: compiled regions keep their lines
             return
-        for section_name, key, value in INDUCTOR_SETTINGS:
-            section = getattr(config, section_name, None)
-            if section is None or not hasattr(section, key):
-                continue
-            old = getattr(section, key)
-            if old != value and not (isinstance(old, int) and old > value):
-                setattr(section, key, value)
-                self._restore.append((section, key, old))
 
     def _sweep_metrics(self) -> None:
         """Take torch's compilation metrics recorded since the last sweep (a bounded deque)."""

@@ -320,9 +320,12 @@ class profile(torch.profiler.profile):
         try:
             with conversion_settings():
                 trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle, step_on=self.step_on)
-                graphs = self._compile_watch.graphs
-                if graphs:
-                    trace = apply_compiled_lines(trace, graphs, self.user_code)
+                try:
+                    graphs = self._compile_watch.graphs
+                    if graphs:
+                        trace = apply_compiled_lines(trace, graphs, self.user_code)
+                except Exception as exc:  # the trace stands without them, saying why
+                    trace.metadata["compiled_lines"] = {"error": f"{type(exc).__name__}: {exc}"}
         except Exception as exc:
             if environment.debug():
                 traceback.print_exc()
