@@ -208,7 +208,9 @@ def compiled_text(info: dict[str, Any]) -> list[str]:
         out.append(
             f"Compiles: {spans['spans']:,} spans, {_ms(spans.get('dur_ns'))} (one-time; the compiler itself is not recorded)"
         )
-    if lines:
+    if lines.get("error"):
+        out.append(f"Compiled regions: no lines from Inductor's provenance ({printable_value(lines['error'])})")
+    elif lines:
         out.append(
             f"Compiled regions: {int(lines.get('matched_calls') or 0):,} kernel calls in "
             f"{int(lines.get('graph_runs') or 0):,} graph runs on the lines Inductor's provenance names "
