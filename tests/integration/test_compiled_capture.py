@@ -204,3 +204,18 @@ def test_step_on_takes_no_schedule(tmp_path: Path) -> None:
     done = _record(tmp_path, EAGER, "--step-on", "train_step", "--schedule", "1,1,1")
     assert done.returncode == 3
     assert done.stderr.count("\n") == 1 and "--step-on" in done.stderr
+
+
+def test_compiled_kernel_time_counts_at_an_exact_line(compiled_trace: ne.Trace) -> None:
+    from neuron_explorer.trace.line_coverage import line_coverage
+
+    cov = line_coverage(compiled_trace)
+    df = compiled_trace.to_pandas()
+    ops = df[df["kind"] == "cpu_op"]
+    top = ops[~ops["parent_id"].isin(ops["event_id"])]  # ops not nested in another op
+    compiled = top[top["src_precision"].astype(str) == "compiled"]["dur_ns"].sum()
+    assert compiled > 0
+    assert cov["op_by_precision_pct"]["compiled"] == pytest.approx(100 * compiled / top["dur_ns"].sum(), abs=0.01)
+    assert (
+        cov["op_exact_pct"] >= cov["op_by_precision_pct"]["compiled"] + cov["op_by_precision_pct"].get("line", 0) - 0.01
+    )
