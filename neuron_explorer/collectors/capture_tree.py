@@ -197,8 +197,27 @@ def walk_tree(
     # Node name -> its kind (the type of its extra_fields), learned from the first node with
     # that name: names of ops ("aten::mm"), Python functions ("train.py(12): step"), C functions
     # ("<built-in method ...>") and allocations ("[memory]") never coincide, and reading the
-    # name (needed anyway) is half the cost of reading extra_fields.
-    kind_by_name: dict[str, type] = {}
+    # name (needed anyway) is half the cost of reading extra_fields. Device-side nodes
+    # (``_ExtraFields_Kineto``: kernels, and a ``record_function`` range mirrored on the GPU as
+    # a gpu_user_annotation of the same name, such as ``ProfilerStep#3``) can share an op's
+    # name: a name seen with any other kind is ``MIXED`` and read node by node (seen on an
+    # H200 with torch 2.11: a cached op kind made the walk read ``sequence_number`` off a
+    # Kineto node and lose every exact line).
+    kind_by_name: dict[str, Any] = {}
+    MIXED = object()
+    KNOWN = (TORCH_OP, PY_CALL, PY_CCALL, ALLOC)
+
+    def kind_of(node: Any, name: str) -> tuple[Any, Any]:
+        """(kind, extra_fields read for it or None), through the cache where it holds."""
+        tag = kind_by_name.get(name)
+        if tag is not None and tag is not MIXED:
+            return tag, None
+        ef = node.extra_fields
+        real = type(ef)
+        if tag is None:
+            kind_by_name[name] = real if real in KNOWN else MIXED
+        return real, ef
+
     # call name -> (absolute file, is user code, def line, function), or None (read the callsite)
     callsites: dict[str, tuple[str, bool, int, str] | None] = {}
 
@@ -245,9 +264,7 @@ def walk_tree(
                 name = node.name
             except UnicodeDecodeError:
                 return -1  # let the walk handle it
-            tag = kind_by_name.get(name)
-            if tag is None:
-                tag = kind_by_name[name] = type(node.extra_fields)
+            tag = kind_of(node, name)[0]
             if tag is TORCH_OP or tag is ALLOC:
                 return -1
             if tag is PY_CALL:
@@ -284,9 +301,7 @@ def walk_tree(
                 name = c.name
             except UnicodeDecodeError:
                 continue  # (a dropped token only loosens the match)
-            tag = kind_by_name.get(name)
-            if tag is None:
-                tag = kind_by_name[name] = type(c.extra_fields)
+            tag = kind_of(c, name)[0]
             if tag is TORCH_OP:
                 if name in oplines.KNOWN_OPS:
                     tokens.append(name)
@@ -322,11 +337,7 @@ def walk_tree(
             node, src, module, parent_py, lib = pop()
             try:
                 name = node.name
-                tag = kind_by_name.get(name)
-                ef = None
-                if tag is None:
-                    ef = node.extra_fields
-                    tag = kind_by_name[name] = type(ef)
+                tag, ef = kind_of(node, name)
                 children = node.children
                 if tag is TORCH_OP:
                     if markers and name.startswith(MARKER_PREFIX):
@@ -337,8 +348,23 @@ def walk_tree(
                     corr = node.correlation_id
                     backward, seq = op_info.get(corr, no_info)
                     if backward is None:
+                        if ef is None:
+                            ef = node.extra_fields
+                            if type(ef) is not TORCH_OP:  # a device node named like an op (above)
+                                kind_by_name[name] = MIXED
+                                if children:
+                                    extend(
+                                        zip(
+                                            reversed(children),
+                                            repeat(src),
+                                            repeat(module),
+                                            repeat(parent_py),
+                                            repeat(lib),
+                                        )
+                                    )
+                                continue
                         backward = name.startswith(_BACKWARD_PREFIX)
-                        seq = (ef or node.extra_fields).sequence_number
+                        seq = ef.sequence_number
                     if backward and not in_backward:
                         deferred.append((node, src, module, parent_py, tid, corr, seq))
                         continue

@@ -8,6 +8,8 @@
 #    torch.compile, each against its unprofiled wall time; eager once more with pruning off;
 # 3. analyze / whatif on the eager trace; tests/gpu/cuda_check.py; eager with --exact-lines and
 #    tests/gpu/exact_lines_check.py (operator syntax and its kernels at their lines);
+#    tests/gpu/whatif_check.py (--nonblocking-copies against a measured saving) and
+#    tests/gpu/causes_check.py (one-time work, GEMM causes); FIXTURES=skip records no fixtures;
 # 4. figures from the traces (tests/gpu/summarize.py) into OUT_DIR/summary.json.
 # Every step has its own time limit and the run goes on after a failed step.
 set -u
@@ -31,21 +33,25 @@ timed() {  # timed LIMIT NAME CMD...: run, print its wall time and exit status
 }
 {
 log "device"; nvidia-smi -L; $PY -c 'import torch,sys;print(sys.version.split()[0], torch.__version__, torch.version.cuda, torch.cuda.get_device_name())'
-log "fixtures"; timed 200 fixtures $PY tests/gpu/capture_fixtures.py "$W/fixtures" ${FIXTURES:-cuda_graph whatif_mm compiled}
+if [ "${FIXTURES:-}" != skip ]; then
+    log "fixtures"; timed 200 fixtures $PY tests/gpu/capture_fixtures.py "$W/fixtures" ${FIXTURES:-cuda_graph whatif_mm compiled}
+fi
 G=tests/gpu/gpt_block.py
 log "eager"; timed 60 plain_eager $PY $G --steps 8
 timed 120 record_eager $NE record -o "$W/eager.parquet" $G --steps 8
-timed 120 record_eager_noprune env NEURON_EXPLORER_NO_PRUNE=1 $NE record -o "$W/eager_noprune.parquet" $G --steps 8
 log "graph"; timed 60 plain_graph $PY $G --mode graph --steps 8
 timed 120 record_graph $NE record -o "$W/graph.parquet" $G --mode graph --steps 8
+log "compile"; timed 120 plain_compile $PY $G --mode compile --steps 6
+timed 200 record_compile $NE record -o "$W/compile.parquet" $G --mode compile --steps 6
 log "analyze"; timed 60 analyze_eager $NE analyze "$W/eager.parquet" --format json -o "$W/eager_analysis.json"
 timed 60 whatif_eager $NE whatif "$W/eager.parquet" --format json > "$W/eager_whatif.json"
 timed 60 info_graph $NE info "$W/graph.parquet"
 log "cuda_check"; timed 120 cuda_check $PY tests/gpu/cuda_check.py "$W"
 log "exact_lines"; timed 120 record_eager_exact $NE record --exact-lines -o "$W/eager_exact.parquet" $G --steps 8
 timed 60 exact_lines_check $PY tests/gpu/exact_lines_check.py "$W/eager.parquet" "$W/eager_exact.parquet"
-log "compile"; timed 120 plain_compile $PY $G --mode compile --steps 6
-timed 200 record_compile $NE record -o "$W/compile.parquet" $G --mode compile --steps 6
+log "whatif_check"; timed 120 whatif_check $PY tests/gpu/whatif_check.py "$W/whatif"
+log "causes_check"; timed 150 causes_check $PY tests/gpu/causes_check.py "$W/causes"
+log "noprune"; timed 120 record_eager_noprune env NEURON_EXPLORER_NO_PRUNE=1 $NE record -o "$W/eager_noprune.parquet" $G --steps 8
 log "summary"; timeout 90 $PY tests/gpu/summarize.py "$W" > "$OUT/summary.json"
 cat "$OUT/summary.json"
 cat "$W/walls.txt"
