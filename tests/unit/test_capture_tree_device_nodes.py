@@ -26,7 +26,7 @@ from neuron_explorer.collectors.capture_tree import FileResolver, walk_tree  # n
 from neuron_explorer.collectors.source_map import UserCode  # noqa: E402
 
 
-class _ExtraFields_Kineto:  # noqa: N801 - named as torch names the device-side kind
+class _ExtraFields_Kineto:  # named as torch names the device-side kind
     """What a device-side node carries: no autograd sequence number, no Python frames."""
 
 
