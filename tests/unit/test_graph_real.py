@@ -62,6 +62,33 @@ def test_halving_the_matmuls_predicts_the_steps_that_ran_half_of_them():
     assert statistics.median(s["unexplained_pct"] for s in r["steps"]) < 2.0
 
 
+WHATIF_COPIES = KINETO / "h200/whatif_copies.json.gz"
+
+
+def test_nonblocking_copies_predict_the_steps_whose_copy_did_not_block():
+    # The H200 recording (tests/gpu/whatif_check.py) alternates steps whose small device-to-host
+    # copy goes to pageable memory (torch issues cudaMemcpyAsync, which blocks, then
+    # cudaStreamSynchronize, in one aten::copy_) with steps copying into pinned memory with
+    # non_blocking=True; the host work after the copy then overlaps the queued matmuls. The
+    # measured saving, read here from the raw JSON (a step holding a Pageable memcpy blocks),
+    # is what --nonblocking-copies must predict: both of the op's waits go.
+    with gzip.open(WHATIF_COPIES) as fh:
+        spans = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in spans if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    pageable = [e["ts"] for e in spans if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]]
+    blocking = {int(s["name"].split("#")[1]) for s in steps for t in pageable if s["ts"] <= t < s["ts"] + s["dur"]}
+    dur = {int(s["name"].split("#")[1]): s["dur"] * 1000.0 for s in steps}
+    assert len(blocking) >= 10 and len(dur) - len(blocking) >= 10
+    measured = statistics.median(dur[k] for k in blocking) - statistics.median(dur[k] for k in dur if k not in blocking)
+    assert measured > 0.05 * statistics.median(dur.values())  # the recording measures something
+    r = _whatif(WHATIF_COPIES, "--nonblocking-copies")
+    assert r["max_step_baseline_error_pct"] <= 2.0
+    predicted = statistics.median(s["saving_ns"] for s in r["steps"] if s["step"] in blocking)
+    assert predicted == pytest.approx(measured, rel=0.15)
+    # steps whose copy never blocked have nothing to save
+    assert max(s["saving_ns"] for s in r["steps"] if s["step"] not in blocking) == 0
+
+
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory):
     src = tmp_path_factory.mktemp("ranks")
@@ -95,14 +122,15 @@ def test_two_real_ranks_join_at_their_matched_collectives(two_rank_run):
 
 def test_findings_on_the_same_kernels_are_owned_once_and_all_fixes_replay_together():
     # The eager H200 training trace: fp32 matmuls (fp32_amp) are also below their roofline
-    # (op_below_roofline): the more specific finding owns those kernels.
+    # (op_below_roofline) and off the tensor cores (tensor_cores: ffma/sgemm kernels): the more
+    # specific finding owns those kernels.
     path = KINETO / "h200/eager_train.json.gz"
     frames = TraceFrames(ne.load(path))
     a = analyze(frames.trace, frames=frames)
     priced = [f for f in a.findings if f.cost_method == "replay"]
     owner = next(f for f in priced if f.rule_id == "fp32_amp")
     referring = [f for f in priced if f.refers_to == "fp32_amp"]
-    assert referring and all(f.rule_id == "op_below_roofline" for f in referring)
+    assert referring and all(f.rule_id in ("op_below_roofline", "tensor_cores") for f in referring)
     owned = set(device_work(frames, owner.edits).tolist())
     for f in referring:
         assert not owned & set(device_work(frames, f.edits).tolist())

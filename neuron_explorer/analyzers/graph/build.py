@@ -83,6 +83,10 @@ class Graph:
     #: per row of ``host``: blocking calls (``attribution.blocking_calls``) and which are copies
     blocking: np.ndarray = field(default_factory=lambda: np.zeros(0, bool), repr=False)
     blocking_copy: np.ndarray = field(default_factory=lambda: np.zeros(0, bool), repr=False)
+    #: per row of ``host``: the row of the blocking copy whose op also issued this blocking call
+    #: (torch's pageable device-to-host copy is ``cudaMemcpyAsync`` then ``cudaStreamSynchronize``
+    #: in one ``aten::copy_``), else -1: a copy made asynchronous no longer waits through either
+    copy_companion: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
     @property
     def num_nodes(self) -> int:
@@ -153,7 +157,8 @@ def _build(frames: TraceFrames) -> Graph:
     host_only = set(frames.ranks) - {int(r) for r in device["rank"].unique()}
     blocking, blocking_copy = _blocking_rows(frames, host)
     nodes["cat"] = _categories(nodes, host, device, host_only, blocking)
-    return Graph(nodes, edges, host, device, t0, frames.step_windows, host_only, blocking, blocking_copy)
+    companion = _copy_companions(host, blocking, blocking_copy)
+    return Graph(nodes, edges, host, device, t0, frames.step_windows, host_only, blocking, blocking_copy, companion)
 
 
 def _heads(chain: np.ndarray) -> np.ndarray:
@@ -268,6 +273,27 @@ def _blocking_rows(frames: TraceFrames, host: pd.DataFrame) -> tuple[np.ndarray,
     blocking[pos[ok]] = True
     copy[pos[ok & (calls["reason"].to_numpy() == "copy")]] = True
     return blocking, copy
+
+
+def _copy_companions(host: pd.DataFrame, blocking: np.ndarray, copy: np.ndarray) -> np.ndarray:
+    """Per host row: the blocking copy (row) that a blocking call's op issued before it, else -1.
+    Whole columns: each (rank, enclosing op) keeps its first blocking copy; a blocking call that
+    is no copy, under the same op and after it, is that copy's companion."""
+    out = np.full(len(host), -1, np.int64)
+    if not copy.any():
+        return out
+    parent = host["parent_id"].fillna(-1).to_numpy().astype(np.int64)
+    key = ukey(host["rank"].to_numpy(), parent)
+    rows = np.flatnonzero(copy & (parent >= 0))
+    first = pd.Series(rows, index=key[rows]).groupby(level=0).min()
+    other = np.flatnonzero(blocking & ~copy & (parent >= 0))
+    hit = first.reindex(key[other]).to_numpy()
+    ok = ~np.isnan(hit)
+    cand, src = other[ok], hit[ok].astype(np.int64)
+    start = host["start_ns"].to_numpy()
+    after = start[cand] >= start[src]
+    out[cand[after]] = src[after]
+    return out
 
 
 def _adjust_waiting_starts(nodes: pd.DataFrame, edges: pd.DataFrame) -> None:

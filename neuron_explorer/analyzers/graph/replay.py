@@ -142,6 +142,10 @@ def node_edits(graph: Graph, edits: Edits) -> tuple[np.ndarray, np.ndarray]:
         hub |= eub
     if edits.nonblocking_copies and nh:
         hub |= graph.blocking_copy
+    if nh and len(graph.copy_companion):  # a copy made asynchronous: its op's own synchronize too
+        comp = graph.copy_companion
+        with_copy = comp >= 0
+        hub[with_copy] |= hub[comp[with_copy]] & graph.blocking_copy[comp[with_copy]]
     factor = np.ones(len(nodes))
     unblocked = np.zeros(len(nodes), bool)
     hr = nodes["host_row"].to_numpy()
