@@ -21,7 +21,7 @@ from neuron_explorer.analyzers.neuron_summary import (
     neuron_overview,
     profile_warnings,
 )
-from neuron_explorer.cli._common import add_trace_argument, open_trace
+from neuron_explorer.cli._common import add_trace_argument, open_trace, write_stdout
 from neuron_explorer.reports.neuron_text import render_engine_table
 from neuron_explorer.trace.summary import describe
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         info["neuron_engines"] = engine_table(trace.metadata).to_dict(orient="records")
         info["profile_warnings"] = profile_warnings(trace.metadata)
     if args.format == "json":
-        print(json.dumps(info, indent=2, default=_json_default))
+        write_stdout(json.dumps(info, indent=2, default=_json_default) + "\n")
     else:
         render_text(info)
     return 0

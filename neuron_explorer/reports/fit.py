@@ -12,6 +12,7 @@ file) a wide one so tables keep their natural width instead of rich's 80-column 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -62,6 +63,12 @@ def make_console(out: IO[str] | None = None, width: int | None = None) -> Any:
             if width is None and self.prose_width and not any(isinstance(o, Table) for o in objects):
                 width = self.prose_width
             super().print(*objects, width=width, **kwargs)
+
+        def on_broken_pipe(self) -> None:
+            # rich would exit with status 1 here; ``cli.main`` ends a closed pipe quietly
+            # with the shell's status for it instead
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
     return _Console(file=out, width=chosen, highlight=False, soft_wrap=False, emoji=False)
 
