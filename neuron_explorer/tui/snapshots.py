@@ -134,6 +134,8 @@ class Lane:
     # kind -> (starts, ends) of merged, non-overlapping busy intervals, sorted by start
     intervals: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     events: int = 0
+    sub: str = ""  # "data loading" or "Python": a thread's attribution lane, drawn under it
+    detail: str = ""  # what the label leaves out ("tid 1149")
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ class SnapshotTable(DataTable):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "choose_sort", "Sort"),
-        Binding("r", "reverse_sort", "Reverse"),
+        Binding("s", "choose_sort", "Sort", tooltip="choose the column to sort by (or click a column header)"),
+        Binding("r", "reverse_sort", "Reverse", tooltip="reverse the order"),
     ]
 
     class Chosen(Message):
@@ -219,7 +219,9 @@ class SnapshotTable(DataTable):
 class SortChooser(ModalScreen[str | None]):
     """Pick the column a table sorts by (``s``); the current one is highlighted."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,s", "dismiss(None)", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,s", "dismiss(None)", "Cancel", tooltip="enter picks the column")
+    ]
 
     def __init__(self, columns: tuple[Column, ...], current: str | None) -> None:
         super().__init__()

@@ -39,9 +39,9 @@ class FindingsPane(Horizontal):
     its first source line in the source view."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "leave_filter", "Back to the table", show=False),
-        Binding("g", "goto_time", "Go to time"),
-        Binding("o", "open_source", "Open line"),
+        Binding("escape", "leave_filter", "Back to the table", show=False, tooltip="from the filter"),
+        Binding("g", "goto_time", "Go to time", tooltip="the finding's first time range, in the timeline"),
+        Binding("o", "open_source", "Open line", tooltip="the first source line the finding blames"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:

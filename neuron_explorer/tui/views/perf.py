@@ -108,7 +108,7 @@ class PerfScreen(ModalScreen[None]):
     #perf-table { height: 1fr; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,p", "dismiss", "Close"),
+        Binding("escape,p", "dismiss", "Close", tooltip="/ filters the op groups; s and r sort them"),
     ]
 
     def __init__(self, analysis: Analysis) -> None:
