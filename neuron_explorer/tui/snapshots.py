@@ -20,12 +20,15 @@ class Column:
     key: str
     label: str
     # "ns" (duration), "bytes", "%", "" (plain), "count", "float" (3 significant digits),
+    # "rate" (a TFLOP/s or TB/s figure, no exponents), "roof%" (a share of a peak, "!" over 100),
     # "kernel" (a name, shown demangled), "path" (a source file) or "loc" (a source location:
     # (file, line, func, precision)); paths and locations are shown the one way every output
     # shows them (reports.location), fitted to the column
     unit: str = ""
     width: int | None = None
     drop: int = 0  # on a narrow terminal, columns with drop > 0 are left out, highest first
+    short: str | None = None  # the header when the full one does not fit (the legend says it)
+    wrap: bool = False  # a long value wraps onto more lines instead of being cut (titles)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ thread of a rank gets the first of these that applies:
 
 1. ``autograd thread``: the trace's ``thread_name`` metadata (an ``M`` event) calls it
    ``pt_autograd_N`` (PyTorch's backward threads, one per device);
-2. ``main thread``: it holds the rank's ``ProfilerStep`` annotations (the training loop), or,
-   in a trace without steps, its id is its process id;
+2. ``main thread``: it holds the rank's ``ProfilerStep`` annotations (the training loop); in a
+   trace without steps, its id is its process id, or it runs the script's ``<module>`` frame,
+   or it is the one thread that runs framework ops;
 3. ``DataLoader worker N`` / ``pin-memory thread``: its Python frames run
    ``torch.utils.data``'s ``_worker_loop`` / ``_pin_memory_loop``;
 4. ``autograd thread``: another thread that runs ``autograd::engine::evaluate_function`` ops;
@@ -41,37 +42,39 @@ RECORDED = re.compile(r"^thread\s+-?\d+\s+\((.*)\)\s*$")
 _HOST_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.SYNC, Kind.PYTHON, Kind.STEP, Kind.ANNOTATION)
 
 
-def recorded_names(source: TraceSource) -> dict[tuple[int, int], tuple[int, str]]:
-    """(rank, tid) -> (pid, name) from the trace's ``thread_name`` metadata events; empty when
-    the trace has none (an in-process capture) or its args were not read."""
+def recorded_names(source: TraceSource) -> dict[tuple[int, int, int], str]:
+    """(rank, pid, tid) -> name from the trace's ``thread_name`` metadata events; empty when
+    the trace has none (an in-process capture)."""
     e = source.trace.events
-    if "args" not in e.column_names or "pid" not in e.column_names:
+    if "args" not in e.column_names:
         return source.recorded_thread_names()
     mask = pc.and_(pc.equal(pc.cast(e["kind"], pa.string()), Kind.METADATA), pc.equal(e["name"], "thread_name"))
     rows = e.filter(mask).select(["rank", "pid", "tid", "args"])
     return parse_recorded(rows)
 
 
-def parse_recorded(rows: pa.Table) -> dict[tuple[int, int], tuple[int, str]]:
-    """The metadata rows (rank, pid, tid, args) as (rank, tid) -> (pid, name); the last wins
+def parse_recorded(rows: pa.Table) -> dict[tuple[int, int, int], str]:
+    """The metadata rows (rank, pid, tid, args) as (rank, pid, tid) -> name; the last wins
     (Kineto writes a thread's generic name first, then the one the thread set)."""
-    out: dict[tuple[int, int], tuple[int, str]] = {}
+    out: dict[tuple[int, int, int], str] = {}
     for rank, pid, tid, args in zip(*(rows[c].to_pylist() for c in ("rank", "pid", "tid", "args"))):
         try:
             name = json.loads(args or "{}").get("name")
         except (ValueError, AttributeError):
             continue
         if isinstance(name, str) and tid is not None:
-            out[(int(rank or 0), int(tid))] = (int(pid) if pid is not None else -1, name)
+            out[(int(rank or 0), int(pid) if pid is not None else -1, int(tid))] = name
     return out
 
 
 def thread_names(source: TraceSource) -> dict[tuple[int, int], str]:
     """(rank, tid) -> the lane name of every host thread of the trace (see the module doc)."""
-    host = source.trace.select(_HOST_KINDS, ["rank", "tid", "kind", "name", "start_ns"])
+    host = source.trace.select(_HOST_KINDS, ["rank", "pid", "tid", "kind", "name", "start_ns", "device"])
+    host = host.filter(pc.less(pc.fill_null(host["device"], -1), 0))  # (device-side syncs are not threads)
     if not host.num_rows:
         return {}
     rank = pc.fill_null(host["rank"], 0).to_numpy().astype(np.int64)
+    pid = pc.fill_null(host["pid"], -1).to_numpy().astype(np.int64)
     tid = pc.fill_null(host["tid"], -1).to_numpy().astype(np.int64)
     kind = pc.cast(host["kind"], pa.string())
     name = pc.cast(host["name"], pa.string())
@@ -80,6 +83,9 @@ def thread_names(source: TraceSource) -> dict[tuple[int, int], str]:
     which = which.ravel()
     first = np.full(len(keys), np.iinfo(np.int64).max)
     np.minimum.at(first, which, start)
+    pid_of = np.full(len(keys), -1)
+    pid_of[which] = pid  # (a thread has one process)
+    ops = np.bincount(which[pc.equal(kind, Kind.CPU_OP).to_numpy(zero_copy_only=False)], minlength=len(keys))
 
     def holds(mask: pa.ChunkedArray | pa.Array) -> np.ndarray:
         m = pc.fill_null(mask, False).to_numpy(zero_copy_only=False)
@@ -87,6 +93,7 @@ def thread_names(source: TraceSource) -> dict[tuple[int, int], str]:
 
     is_python = pc.equal(kind, Kind.PYTHON)
     steps = holds(pc.equal(kind, Kind.STEP))
+    script = holds(pc.and_(is_python, pc.match_substring(name, ": <module>")))
     workers = holds(pc.and_(is_python, pc.match_substring(name, WORKER_FRAME)))
     pins = holds(pc.and_(is_python, pc.match_substring(name, PIN_FRAME)))
     backward = holds(pc.and_(pc.equal(kind, Kind.CPU_OP), pc.starts_with(name, BACKWARD_OP)))
@@ -96,12 +103,17 @@ def thread_names(source: TraceSource) -> dict[tuple[int, int], str]:
     for r in np.unique(keys[:, 0]).tolist():
         mine = np.flatnonzero(keys[:, 0] == r)
         mine = mine[np.argsort(first[mine], kind="stable")]
-        pid_of = {t: p for (rr, t), (p, _) in recorded.items() if rr == r}
-        main = [i for i in mine if steps[i]] or [i for i in mine if pid_of.get(int(keys[i, 1])) == keys[i, 1]]
+        busy = [i for i in mine if ops[i]]
+        main = (
+            [i for i in mine if steps[i]]
+            or [i for i in mine if pid_of[i] == keys[i, 1]]
+            or [i for i in mine if script[i]]
+            or (busy if len(busy) == 1 else [])
+        )
         label: dict[int, str] = {}
         for i in mine:
             t = int(keys[i, 1])
-            given = recorded.get((r, t), (-1, ""))[1]
+            given = recorded.get((r, int(pid_of[i]), t), "")
             inner = m.group(1) if (m := RECORDED.match(given)) else given
             if AUTOGRAD_NAME.search(given):
                 label[i] = "autograd thread"

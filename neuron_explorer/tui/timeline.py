@@ -75,27 +75,43 @@ def timeline(source: TraceSource, rank: int | None = None, step: int | None = No
         step = next((s for r, s in all_steps if r == rank), None)
 
     kind = pc.cast(e["kind"], pa.string())
-    lane_kinds = pa.array([*HOST_LANE_KINDS, *DEVICE_KINDS, Kind.PYTHON])
-    loader = pc.and_(
-        pc.is_in(kind, value_set=pa.array([Kind.ANNOTATION, Kind.CPU_OP])),
-        pc.match_substring_regex(pc.cast(e["name"], pa.string()), DATALOADER.pattern),
+    lane_kinds = pa.array([*HOST_LANE_KINDS, *DEVICE_KINDS])
+    # Python frames and loader spans are drawn where they overlap the step, whatever step
+    # they started in (the training loop's own frame encloses every step)
+    spans = pc.or_(
+        pc.equal(kind, Kind.PYTHON),
+        pc.and_(
+            pc.is_in(kind, value_set=pa.array([Kind.ANNOTATION, Kind.CPU_OP])),
+            pc.match_substring_regex(pc.cast(e["name"], pa.string()), DATALOADER.pattern),
+        ),
     )
-    mask = pc.and_(pc.or_(pc.is_in(kind, value_set=lane_kinds), loader), pc.equal(e["rank"], rank))
+    spans = pc.fill_null(spans, False)
+    mine = pc.equal(e["rank"], rank)
+    in_step = pc.and_(pc.and_(pc.is_in(kind, value_set=lane_kinds), pc.invert(spans)), mine)
+    window: tuple[int, int] | None = None
     if step is not None:
-        mask = pc.and_(mask, pc.equal(e["step"], step))
+        in_step = pc.and_(in_step, pc.equal(e["step"], step))
+        row = steps_df[(steps_df["rank"] == rank) & (steps_df["step"] == step)]
+        if len(row):
+            window = (int(row["start_ns"].min()), int((row["start_ns"] + row["dur_ns"]).max()))
     cols = ["event_id", "kind", "name", "tid", "device", "stream", "start_ns", "dur_ns"]
     cols += [c for c in ("src_file", "src_line", "src_func", "src_precision") if c in e.column_names]
-    table = e.filter(mask).select(cols)
+    core_table = e.filter(pc.fill_null(in_step, False)).select(cols)
+    core = source_frame_small(core_table)
+    starts = core["start_ns"]
+    ends = starts + core["dur_ns"]
+    bounds = [int(starts.min()), int(ends.max())] if len(starts) else []
+    if window is not None:
+        bounds += list(window)
+    lo, hi = (min(bounds), max(bounds)) if bounds else (0, 1)
+    extra = pc.and_(pc.and_(spans, mine), pc.less(e["start_ns"], hi))
+    extra = pc.and_(extra, pc.greater(pc.add(e["start_ns"], e["dur_ns"]), lo))
+    table = pa.concat_tables([core_table, e.filter(extra).select(cols)])
     frame = source_frame_small(table)
-    if step is not None and len(steps_df):
-        row = steps_df[(steps_df["rank"] == rank) & (steps_df["step"] == step)]
-        step_start = int(row["start_ns"].min()) if len(row) else None
-    else:
-        step_start = None
-    starts = frame["start_ns"]
-    ends = starts + frame["dur_ns"]
-    lo = int(min(starts.min(), step_start or starts.min())) if len(frame["start_ns"]) else 0
-    hi = int(ends.max()) if len(ends) else lo + 1
+    # the enclosing frames are cut to the window, so they do not stretch it
+    clipped_start = np.maximum(frame["start_ns"], lo)
+    frame["dur_ns"] = np.minimum(frame["start_ns"] + frame["dur_ns"], hi) - clipped_start
+    frame["start_ns"] = clipped_start
     names = source.thread_names()
     frame["lane"] = _lane_keys(frame, {t: n for (r, t), n in names.items() if r == rank})
     frame["loader"] = np.asarray(
@@ -124,14 +140,23 @@ def source_frame_small(table: pa.Table) -> dict[str, np.ndarray]:
 
 def _lane_keys(frame: dict[str, np.ndarray], names: dict[int, str]) -> np.ndarray:
     """Each row's lane: its thread's name (``names``: tid -> name) or its device queue."""
-    is_host = ~np.isin(frame["kind"], DEVICE_KINDS)
+    is_host = host_rows(frame)
     tids, inverse = np.unique(frame["tid"], return_inverse=True)
     labels = np.array([names.get(int(t), f"thread {t}") for t in tids.tolist()] or [""], dtype=object)
     host_label = labels[inverse.ravel()] if len(tids) else np.array([], dtype=object)
-    dev_label = np.char.add(
-        np.char.add("device ", frame["device"].astype(str)), np.char.add(" queue ", frame["stream"].astype(str))
-    ).astype(object)
+    stream = frame["stream"]
+    # a sync of the whole device is recorded on stream -1 (or its unsigned 32-bit form)
+    queue = np.where(
+        (stream < 0) | (stream == 0xFFFFFFFF), " (device-wide)", np.char.add(" queue ", stream.astype(str))
+    )
+    dev_label = np.char.add(np.char.add("device ", frame["device"].astype(str)), queue).astype(object)
     return np.where(is_host, host_label, dev_label)
+
+
+def host_rows(frame: dict[str, np.ndarray]) -> np.ndarray:
+    """Rows drawn on a host thread's lane: host kinds on no device (a device-side sync record
+    goes to its device queue's lane)."""
+    return ~np.isin(frame["kind"], DEVICE_KINDS) & (frame["device"] < 0)
 
 
 def subtract_intervals(
@@ -161,7 +186,7 @@ def _lanes(frame: dict[str, np.ndarray]) -> tuple[Lane, ...]:
     kinds = frame["kind"]
     starts = frame["start_ns"]
     ends = starts + frame["dur_ns"]
-    is_device = np.isin(kinds, DEVICE_KINDS)
+    is_device = ~host_rows(frame)
     lanes: list[Lane] = []
     host_keys = sorted(
         set(keys[~is_device].tolist()),

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Input, Static
 
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.trace.units import format_line_value
-from neuron_explorer.tui.format import fmt_metric, fmt_ns
+from neuron_explorer.tui.format import Phrases, fmt_metric, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.views.overview import SEVERITY_STYLE
 from neuron_explorer.tui.widgets import SnapshotTable
@@ -22,9 +22,11 @@ from neuron_explorer.tui.widgets import SnapshotTable
 if TYPE_CHECKING:
     from neuron_explorer.analyzers import Analysis, Finding
 
+#: The title wraps rather than being cut; on a narrow terminal the rule id (also in the detail)
+#: is left out first.
 FINDING_COLUMNS = (
-    Column("title", "Finding", width=34),
-    Column("severity", "Severity"),
+    Column("title", "Finding", width=34, wrap=True),
+    Column("severity", "Severity", short="sev"),
     Column("cost_ns", "Cost", "ns"),
     Column("rule_id", "Rule", width=20, drop=1),
 )
@@ -160,9 +162,10 @@ def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None =
         if any(where.is_function_level(sl.get("file"), sl.get("line")) for sl in f.source_lines[:MAX_LISTED]):
             parts.append(Text(FUNCTION_LEVEL_HINT, style="dim"))
     if f.time_ranges:
-        shown = ", ".join(f"+{fmt_ns(s - origin_ns)}…+{fmt_ns(e - origin_ns)}" for s, e in f.time_ranges[:MAX_LISTED])
-        more = f" (+{len(f.time_ranges) - MAX_LISTED} more)" if len(f.time_ranges) > MAX_LISTED else ""
-        parts += [Text(""), Text.assemble(("When: ", "bold"), shown + more)]
+        shown = [f"+{fmt_ns(s - origin_ns)}…+{fmt_ns(e - origin_ns)}" for s, e in f.time_ranges[:MAX_LISTED]]
+        if len(f.time_ranges) > MAX_LISTED:
+            shown.append(f"(+{len(f.time_ranges) - MAX_LISTED} more)")
+        parts += [Text(""), Phrases(shown, sep=", ", head="When: ")]
     if f.event_ids:
         parts.append(
             Text.assemble(("Events: ", "bold"), f"{len(f.event_ids):,} (ids {', '.join(map(str, f.event_ids[:5]))}…)")
