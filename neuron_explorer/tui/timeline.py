@@ -123,6 +123,9 @@ def timeline(source: TraceSource, rank: int | None = None, step: int | None = No
 
     root = location_root(source.analysis_ready)
     listed = {k: v[frame["kind"] != Kind.PYTHON] for k, v in frame.items()}  # frames have a lane, not rows
+    # a loader span is marked in its thread's data-loading lane when selected
+    sub_label = dict(SUB_LANES)[DATA_LOADING]
+    listed["lane"] = np.where(listed["loader"], listed["lane"] + f" · {sub_label}", listed["lane"])
     events = _events(listed)
     return Timeline(rank, step, lo, max(hi, lo + 1), lanes, events, all_steps, len(listed["kind"]), root)
 

@@ -359,7 +359,7 @@ async def test_g_on_a_call_shows_it_selected_in_the_timeline_and_o_opens_its_lin
         lo, hi = view.window()
         assert lo <= view.selected.start_ns and view.selected.end_ns <= hi
         text = screen_text(app)
-        assert "aten::linear  cpu_op · main thread (tid 100) · +1 ms · 4 ms ·" in text
+        assert "aten::linear  cpu_op · main thread (tid 100) · +1 ms · 4 ms" in text
         assert "train.py:12 (forward)" in text  # (on a second line at 80 columns)
         await pilot.press("o")
         await settle(pilot)

@@ -20,7 +20,7 @@ from textual.widgets import Static
 
 from neuron_explorer.reports.location import Locations
 from neuron_explorer.reports.names import short_kernel_name
-from neuron_explorer.tui.format import fmt_ns
+from neuron_explorer.tui.format import Phrases, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot, Timeline, TimelineEvent
 from neuron_explorer.tui.timeline import step_of, timeline
 from neuron_explorer.tui.timeline_view import TimelineView
@@ -149,17 +149,12 @@ class TimelinePane(Vertical):
         t = self.current
         origin = t.start_ns if t is not None else 0
         where = Locations(t.root if t is not None else None)
-        src = where.format(*e.source, width=40) if e.source else "no source line"
+        src = where.format(*e.source, width=40) if e.source else ""
         lane = next((x for x in t.lanes if x.label == e.lane), None) if t is not None else None
         lane_text = f"{e.lane} ({lane.detail})" if lane is not None and lane.detail else e.lane
-        line = self.query_one("#timeline-event", Static)
-        head = Text.assemble(
-            (short_kernel_name(e.name, 32), "bold"),
-            (f"  {e.kind} · {lane_text} · +{fmt_ns(e.start_ns - origin)} · {fmt_ns(e.dur_ns)} ·", "dim"),
-        )
-        room = (line.content_size.width or self.size.width or 80) - head.cell_len - 1
-        # the source line is never broken: beside the rest when it fits, else on a line of its own
-        line.update(Text.assemble(head, " " if len(src) <= room else "\n", (src, "")))
+        # (a line break only between the parts: "+25.9 µs" never splits from its unit)
+        parts = (e.kind, lane_text, f"+{fmt_ns(e.start_ns - origin)}", fmt_ns(e.dur_ns), *([src] if e.source else []))
+        self.query_one("#timeline-event", Static).update(Phrases(parts, head=short_kernel_name(e.name, 32) + "  "))
 
     @property
     def selected(self) -> TimelineEvent | None:
