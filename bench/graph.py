@@ -3,13 +3,15 @@ baseline replay error of every bundled Kineto trace (issue 31: under 2 s; within
 
     PYTHONPATH=. .venv/bin/python bench/graph.py [TRACE]
 
-TRACE defaults to ../shared/fixtures/kineto/hta/df_index_resolver/df_index_resolver.json.gz
-(216,000 events, V100), else a 216k-event trace from bench/synth.py. The frames (the pandas
+TRACE defaults to tests/data/kineto/hta/df_index_resolver.json.gz (216,000 events, V100), else a
+216k-event trace from bench/synth.py. The error table covers tests/data/kineto and
+../shared/fixtures (or $NEURON_EXPLORER_SHARED/fixtures). The frames (the pandas
 views every analyzer shares) are built first and not timed: analyze builds them once for all.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,8 +25,9 @@ import neuron_explorer as ne  # noqa: E402
 from neuron_explorer.analyzers.context import TraceFrames  # noqa: E402
 from neuron_explorer.analyzers.graph import Edits, build_graph, critical_path_table, replay  # noqa: E402
 from neuron_explorer.analyzers.graph.critical import replay_summary  # noqa: E402
+from neuron_explorer.trace.errors import NeuronExplorerError  # noqa: E402
 
-BIG = ROOT.parent / "shared" / "fixtures" / "kineto" / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
+BIG = ROOT / "tests" / "data" / "kineto" / "hta" / "df_index_resolver.json.gz"
 
 
 def big_trace() -> Path:
@@ -61,14 +64,32 @@ def timing(path: Path) -> None:
     )
 
 
+SHARED = Path(os.environ.get("NEURON_EXPLORER_SHARED", ROOT.parent / "shared")) / "fixtures"
+
+
+def traces() -> list[tuple[str, Path]]:
+    """Every trace in tests/data/kineto (Kineto JSON, our Parquet) and in ../shared/fixtures."""
+    out = []
+    for root, tag in ((ROOT / "tests" / "data" / "kineto", ""), (SHARED, "shared/")):
+        if not root.exists():
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.name.endswith((".json", ".json.gz", ".parquet")) and "provenance" not in path.name:
+                out.append((tag + str(path.relative_to(root)), path))
+    return out
+
+
 def error_table() -> None:
     print(
         f"\n{'trace':58s} {'events':>8} {'steps':>5} {'error %':>8} {'max step %':>10} {'unexpl. %':>9} {'untraced %':>10}"
     )
-    for path in sorted((ROOT / "tests" / "data" / "kineto").rglob("*.json*")):
-        frames = TraceFrames(ne.load(path))
-        s = replay_summary(frames)
-        name = str(path.relative_to(ROOT / "tests" / "data" / "kineto"))
+    for name, path in traces():
+        try:
+            frames = TraceFrames(ne.load(path))
+            s = replay_summary(frames)
+        except NeuronExplorerError as exc:  # not a trace the graph can be built from
+            print(f"{name:58s} {'':>8} {'':>5} skipped: {exc}")
+            continue
         print(
             f"{name:58s} {frames.trace.num_events:>8,} {len(s['steps']):>5} {s['baseline_error_pct']:>+8.3f} "
             f"{s['max_step_baseline_error_pct']:>10.3f} {s['unexplained_pct']:>9.1f} {s['untraced_pct']:>10.1f}"

@@ -17,8 +17,12 @@ SHARED_FIXTURES = Path(os.environ.get("NEURON_EXPLORER_SHARED", REPO.parent / "s
 
 #: The scale fixture (216k events, 3 MB): its own tests, left out of the per-trace suites.
 SCALE_TRACE = KINETO / "hta/df_index_resolver.json.gz"
+#: JSON files under tests/data/kineto that are no trace (Inductor's provenance map, beside its trace).
+NOT_TRACES = (KINETO / "h200/compiled_provenance.json",)
 #: Every Kineto trace bundled in tests/data but the scale fixture.
-BUNDLED_TRACES = sorted(p for p in KINETO.rglob("*") if p.name.endswith((".json", ".json.gz")) and p != SCALE_TRACE)
+BUNDLED_TRACES = sorted(
+    p for p in KINETO.rglob("*") if p.name.endswith((".json", ".json.gz")) and p != SCALE_TRACE and p not in NOT_TRACES
+)
 
 #: Shared fixtures (path under ../shared/fixtures) that tests/data holds a copy of, renamed only
 #: (see tests/data/README.md): the suite needs no ../shared beside the checkout.

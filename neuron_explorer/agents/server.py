@@ -325,6 +325,27 @@ def build_server(
         return views.step_breakdown(catalog.get(trace), rank, limit, offset)
 
     @tool()
+    def critical_path(
+        trace: TraceArg = None,
+        rank: Annotated[int | None, Field(description="Only this rank's steps; all when omitted.")] = None,
+        step: Annotated[int | None, Field(description="Only this step (-1: the whole trace without steps).")] = None,
+        limit: Annotated[int, Field(description="Most rows to return (1-500).")] = 20,
+        offset: OffsetArg = 0,
+    ) -> dict[str, Any]:
+        """What sets each step's time: the chain of events and waits through the run's dependency
+        graph (host threads, launches, streams, syncs, cross-stream events, collectives across
+        ranks) that ends the step. `summary` says what the path is made of in one clause;
+        `by_category` sums it per category (compute, communication, copy, host_blocked,
+        host_launch, host_python, data_loading, untraced, launch_latency, unexplained) with ns
+        and pct; `rows` (heaviest first) are the pieces per rank, step, category, op, kernel,
+        src_file, src_line and on_rank (the rank whose event it is: another rank where the path
+        crosses at a collective), with ns; a step's rows sum to its wall time. `fixes`: what the
+        findings' fixes save replayed all together (all_fixes_ns), against the sum of their
+        replayed savings alone; each finding's own saving is its cost_ns with cost_method
+        "replay" (findings tool). Ask "what if" with the CLI: neuron-explorer whatif."""
+        return views.critical_path(catalog.get(trace), rank, step, limit, offset)
+
+    @tool()
     def diff(
         base: Annotated[str, Field(description="The served trace to compare against (see list_traces).")],
         new: Annotated[str, Field(description="The served trace to compare.")],

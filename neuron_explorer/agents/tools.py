@@ -40,6 +40,11 @@ TOOLS: dict[str, ToolInfo] = {
     "step_breakdown": ToolInfo(
         "Per-step time breakdown", "pass rank, lower limit and page with offset", pages=("steps", "attribution")
     ),
+    "critical_path": ToolInfo(
+        "Critical path per step: what sets the step time, and what fixing each finding saves",
+        "pass rank or step, lower limit and page with offset",
+        pages=("rows",),
+    ),
     "diff": ToolInfo("Diff two traces: what got slower", "lower limit"),
     "source_context": ToolInfo("Source code around a line, with its cost", "lower context"),
     "schema": ToolInfo("Tables and columns for SQL", "pass table for one table's columns"),

@@ -150,7 +150,10 @@ def findings(
         "offset": offset,
         "findings": shown,
         "skipped": [{"rule_id": r, "reason": why} for r, why in a.skipped if not wanted or r in wanted],
-        "units": "cost_ns: estimated time lost, ns; time_ranges: [start_ns, end_ns] absolute; metrics carry their units.",
+        "fixes": plain(a.fixes),
+        "units": "cost_ns: ns; with cost_method 'replay' the time the fix (fix_edit) saves, replayed on the run's "
+        "dependency graph, else ('attribution') the time lost in its category; fixes.all_fixes_ns: every replayed "
+        "fix at once; time_ranges: [start_ns, end_ns] absolute; metrics carry their units.",
     }
 
 
@@ -293,6 +296,43 @@ def step_breakdown(served: ServedTrace, rank: int | None = None, limit: int = 50
         "units": UNITS_NOTE
         + " Attribution: every instant of a step window in exactly one category, by priority in the order of"
         " `categories`; the category *_ns columns sum to wall_ns.",
+    }
+
+
+# ------------------------------------------------------------------------------ critical path
+def critical_path(
+    served: ServedTrace, rank: int | None = None, step: int | None = None, limit: int = 20, offset: int = 0
+) -> dict[str, Any]:
+    """The critical path's pieces of the chosen steps, heaviest first, and what they are made of."""
+    from neuron_explorer.analyzers.graph.critical import path_words
+
+    a = served.analysis()
+    cp = a.critical_path
+    if not len(cp):
+        return {"trace": served.name, "total": 0, "rows": [], "note": "no dependency graph: the trace has no spans"}
+    for name, value in (("rank", rank), ("step", step)):
+        if value is not None:
+            known = sorted(int(v) for v in cp[name].unique())
+            if value not in known:
+                raise ToolInputError(f"no {name} {value} on the critical path; {name}s: {', '.join(map(str, known))}")
+            cp = cp[cp[name] == value]
+    limit, offset = clamp_limit(limit), clamp_offset(offset)
+    total = int(cp["ns"].sum())
+    by = cp.groupby("category")["ns"].sum().sort_values(ascending=False)
+    rows = cp.sort_values("ns", ascending=False, kind="stable")
+    return {
+        "trace": served.name,
+        "summary": path_words(cp),
+        "path_ns": total,
+        "by_category": [
+            {"category": str(c), "ns": int(ns), "pct": 100.0 * float(ns) / total if total else 0.0}
+            for c, ns in by.items()
+        ],
+        "total": len(rows),
+        "offset": offset,
+        "rows": records(rows.iloc[offset:], limit),
+        "fixes": plain(a.fixes),
+        "units": UNITS_NOTE + " ns summed over the chosen steps; on_rank = the rank whose event the piece is.",
     }
 
 

@@ -40,7 +40,7 @@ from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
-ANALYSIS_SCHEMA_VERSION = "2.5.0"
+ANALYSIS_SCHEMA_VERSION = "2.6.0"
 
 
 @dataclass
@@ -71,6 +71,9 @@ class Analysis:
     #: Trainium: per engine and DMA queue, instructions, active time, kernel and span utilization.
     neuron_engines: pd.DataFrame = field(default_factory=pd.DataFrame)
     findings: list[Finding] = field(default_factory=list)
+    #: The findings' fixes replayed all together (analyzers/ledger.py ``price_by_replay``):
+    #: ``all_fixes_ns``, ``sum_of_findings_ns``, ``priced``, ``baseline_error_pct``, ...
+    fixes: dict[str, Any] = field(default_factory=dict)
     #: Per op group (name + shapes + dtypes): FLOPs, bytes, achieved rates, roofline (analyzers.perf).
     op_perf: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Device time per op category and the share of it the performance models cover.
@@ -95,10 +98,12 @@ class Analysis:
     memory_fragmentation: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: The replay itself (blocks paired, phases) the memory rules read; not exported.
     live_memory: memory_live.LiveMemory | None = None
-    #: Builds the critical path on first use (``critical_path``): a graph and its replay cost as
-    #: much as the rest of ``analyze`` on a large trace, and the text verdict does not read it.
+    #: Builds the critical path (``critical_path``); ``analyze`` reads it for the verdict, from
+    #: the graph and baseline replay the replay-priced findings built.
     critical_path_source: Callable[[], pd.DataFrame] | None = field(default=None, repr=False)
     _critical_path: pd.DataFrame | None = field(default=None, repr=False)
+    #: The events on the critical paths (rank, step, on_rank, event_id, ns): what a timeline highlights.
+    critical_events_source: Callable[[], pd.DataFrame] | None = field(default=None, repr=False)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -121,6 +126,11 @@ class Analysis:
                 self._critical_path = pd.DataFrame()
         return self._critical_path
 
+    @property
+    def critical_events(self) -> pd.DataFrame:
+        """The events on each step's critical path (analyzers.graph.critical.critical_paths)."""
+        return self.critical_events_source() if self.critical_events_source is not None else pd.DataFrame()
+
     def to_dict(self, max_rows: int = 50) -> dict[str, Any]:
         """The JSON-able document of ``analyze --format json`` (schema in docs/rules.md)."""
         return {
@@ -128,6 +138,7 @@ class Analysis:
             "summary": _jsonable(self.summary),
             "step_stats": _jsonable(self.step_stats),
             "findings": [_jsonable(f.to_dict()) for f in self.findings],
+            "fixes": _jsonable(self.fixes),
             "skipped": [{"rule_id": r, "reason": why} for r, why in self.skipped],
             "rules_run": list(self.rules_run),
             "memory_summary": _jsonable(self.memory_summary),
@@ -250,6 +261,7 @@ def analyze(
     a.collectives = ranks.collectives(a.collective_ranks)
     a.collective_sizes = ranks.bandwidth_by_size(a.collectives)
     a.critical_path_source = functools.partial(_critical_path, frames)
+    a.critical_events_source = functools.partial(_critical_events, frames)
     a.memory_summary = memory.memory_summary(frames, a.memory)
     live = timed("memory_live", memory_live.live_memory, frames, step_df)
     a.live_memory = live
@@ -264,6 +276,7 @@ def analyze(
     a.rules_run = [r.id for r in selected]
     a.timings_s = timings
     a.summary = _summary(trace, frames, a)
+    _name_the_critical_path(a)
     return a
 
 
@@ -274,6 +287,26 @@ def _critical_path(frames: TraceFrames) -> pd.DataFrame:
         return critical_path_table(frames)
     except AnalysisError:  # nothing to build a graph from: no table, like the other empty ones
         return pd.DataFrame()
+
+
+def _critical_events(frames: TraceFrames) -> pd.DataFrame:
+    from neuron_explorer.analyzers.graph.critical import critical_paths
+
+    try:
+        return critical_paths(frames)[1]
+    except AnalysisError:
+        return pd.DataFrame()
+
+
+def _name_the_critical_path(a: Analysis) -> None:
+    """The verdict says what the critical path is made of, not only the largest category."""
+    from neuron_explorer.analyzers.graph.critical import path_words
+
+    words = path_words(a.critical_path)
+    a.summary["critical_path"] = words
+    if words and a.summary.get("verdict"):
+        v = str(a.summary["verdict"]).rstrip(".")
+        a.summary["verdict"] = f"{v}; {words}."
 
 
 def _select_rules(registry: Mapping[str, Any], wanted: Iterable[str] | None) -> list[Any]:

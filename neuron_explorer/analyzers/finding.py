@@ -6,8 +6,12 @@ text, markdown, JSON, HTML, TUI and MCP views all show the same thing, computed 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import copy
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from neuron_explorer.analyzers.graph.edits import Edits
 
 SEVERITIES = ("info", "warning", "error")
 SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
@@ -26,8 +30,10 @@ def metric(value: Any, unit: str = "") -> dict[str, Any]:
 class Finding:
     """One problem found by one rule.
 
-    ``cost_ns`` estimates the time the problem costs (ranking key, most costly first), as a part
-    of one step-time attribution ``category`` that no other finding claims too;
+    ``cost_ns`` estimates the time the problem costs (ranking key, most costly first): where the
+    fix is an ``edits`` of the run's dependency graph (``analyzers/graph``), the replayed saving
+    of that edit alone (``cost_method`` ``"replay"``); else a part of one step-time attribution
+    ``category`` that no other finding claims too (``"attribution"``, ``analyzers/ledger.py``);
     ``metrics`` and ``threshold`` map a name to ``{"value": v, "unit": u}``;
     ``source_lines`` are ``{"file", "line", "func", "ns"}`` dicts, the most costly first.
     """
@@ -46,10 +52,19 @@ class Finding:
     rank: int | None = None
     #: the step-time attribution category ``cost_ns`` is a part of (analyzers/ledger.py)
     category: str | None = None
+    #: how ``cost_ns`` was found: "replay" (the saving of ``edits``) or "attribution"
+    cost_method: str = "attribution"
+    #: the fix as a what-if edit of the graph (kept out of ``to_dict``: it names every event;
+    #: ``fix_edit`` says it in words)
+    edits: Edits | None = field(default=None, repr=False)
+    #: the edit in words ("12 synchronizing calls wait for nothing"), set when it is priced
+    fix_edit: str = ""
+    #: the rule of a more specific finding that owns (and prices) some of this one's kernels
+    refers_to: str | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITY_RANK:
             raise ValueError(f"severity must be one of {SEVERITIES}, not {self.severity!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "edits"}

@@ -1,10 +1,23 @@
-"""The cost ledger: every finding's cost is a part of one attribution category, claimed once.
+"""The cost ledger: every finding's cost is claimed once, by replay where the fix is an edit.
 
 Rules estimate a cost each; on their own, two rules that explain the same idle time (or the
 same GEMMs) would both bill it, and the costs could add up to more than the run. After the
-rules ran, ``settle_costs`` walks the findings from the most to the least important and lets
-each claim at most what is still unclaimed of its category (``analyzers/attribution.py``), so
-the costs of all findings add up to at most the wall time and no nanosecond is billed twice.
+rules ran:
+
+1. ``price_by_replay``: a finding whose fix is an edit of the run's graph (``Finding.edits``:
+   the syncs it names wait for nothing, its kernels at the efficiency it says they could
+   reach, its communication overlapped, ...) gets ``cost_ns`` = the replayed saving of that
+   edit alone (``cost_method`` ``"replay"``, ``analyzers/graph/pricing.py``). Two findings never
+   bill the same device work: walking the findings from the most specific (``OWNS_FIRST``:
+   the rule naming the cause before the rule naming the symptom) and then the most important,
+   each owns the kernels its edit changes that no finding before it owns; the others' edits
+   leave those kernels alone, and they refer to the owner (``refers_to``). All the edits
+   together are one more replay (``"all fixes together"``), which is what the findings' fixes
+   would save at once: never the sum of their savings.
+2. ``settle_costs``: the other findings keep their attribution cost, each a part of one
+   attribution category (``analyzers/attribution.py``): walking them from the most to the
+   least important, each claims at most what is still unclaimed of its category after the
+   replay-priced findings of that category took theirs, so no nanosecond is billed twice.
 
 A finding's category is the one it sets, else its rule's entry in ``RULE_CATEGORY``, else (for
 step-shaped findings such as outlier steps) the category holding the most time in the step
@@ -14,12 +27,16 @@ windows its time ranges cover.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+
+if TYPE_CHECKING:
+    from neuron_explorer.analyzers.context import TraceFrames
 
 #: host work: the device is starved by it on a device trace; it is the compute on a CPU trace
 HOST_WORK = "host_work"
@@ -95,15 +112,76 @@ def dominant_category(attribution: pd.DataFrame, ranges: Iterable[list[int]]) ->
 #: Rules that name the cause of time a generic rule would also bill: they claim it first (the
 #: rank whose late arrival makes the others wait, before "exposed communication" as such).
 CLAIMS_FIRST = frozenset({"culprit_rank"})
+#: Rules whose edits own the device work they change before a more generic rule's edit on the
+#: same work, most specific first (fused attention names why its softmax and bmm kernels are
+#: slow; a GEMM without tensor cores names why it is below its roof).
+OWNS_FIRST = ("eager_attention", "fp32_amp", "tensor_cores", "op_below_roofline")
+
+
+def price_by_replay(findings: list[Finding], frames: TraceFrames | None) -> dict[str, Any]:
+    """Price every finding that carries an edit by replaying it (module docstring, step 1);
+    returns the summary of all fixes together (``{}`` when nothing was priced)."""
+    from neuron_explorer.analyzers.graph.pricing import device_work, price
+    from neuron_explorer.trace.errors import AnalysisError
+
+    todo = [f for f in findings if f.edits is not None and not f.edits.empty]
+    if frames is None or not todo:
+        return {}
+    order = sorted(
+        todo,
+        key=lambda f: (
+            OWNS_FIRST.index(f.rule_id) if f.rule_id in OWNS_FIRST else len(OWNS_FIRST),
+            -SEVERITY_RANK[f.severity],
+            -f.cost_ns,
+            f.rule_id,
+        ),
+    )
+    try:
+        owner: dict[int, Finding] = {}
+        for f in order:
+            assert f.edits is not None
+            work = device_work(frames, f.edits)
+            taken = [k for k in work.tolist() if k in owner]
+            if taken:
+                first = owner[taken[0]]
+                f.edits = f.edits.sparing(np.asarray(taken, np.int64))
+                f.refers_to = first.rule_id
+                f.message = (
+                    f"{f.message} ({len(taken)} of its {len(work)} device events are {first.rule_id}'s "
+                    f"finding's, priced there: {first.title}.)"
+                )
+            owner.update((k, f) for k in work.tolist() if k not in owner)
+        prices = price(frames, [f.edits for f in order if f.edits is not None])
+    except AnalysisError:  # nothing to build a graph from: every cost stays an attribution
+        return {}
+    for f, saving in zip(order, prices.savings):
+        f.cost_ns = int(saving)
+        f.cost_method = "replay"
+        f.fix_edit = f.edits.describe() if f.edits is not None else ""
+    return {
+        "priced": len(order),
+        "all_fixes_ns": int(prices.together_ns),
+        "sum_of_findings_ns": int(sum(prices.savings)),
+        "replayed_ns": int(prices.baseline_ns),
+        "all_fixes_pct": 100.0 * prices.together_ns / prices.baseline_ns if prices.baseline_ns else 0.0,
+        "baseline_error_pct": float(prices.baseline_error_pct),
+        "within_tolerance": bool(prices.within_tolerance),
+    }
 
 
 def settle_costs(findings: list[Finding], attribution: pd.DataFrame) -> list[Finding]:
-    """Cap each finding's cost at what is left of its category, most important first (a cause
-    in ``CLAIMS_FIRST`` before the symptom); returns the findings re-ranked (severity, then
-    settled cost)."""
+    """Cap each attribution-priced finding's cost at what is left of its category after the
+    replay-priced findings of that category took theirs, most important first (a cause in
+    ``CLAIMS_FIRST`` before the symptom); returns the findings re-ranked (severity, then cost)."""
     left = budgets(attribution)
+    for f in findings:
+        if f.cost_method == "replay":
+            f.category = resolve_category(f, attribution)
+            if f.category is not None:
+                left[f.category] = max(left.get(f.category, 0) - int(f.cost_ns), 0)
     order = sorted(
-        findings, key=lambda f: (f.rule_id not in CLAIMS_FIRST, -SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id)
+        (f for f in findings if f.cost_method != "replay"),
+        key=lambda f: (f.rule_id not in CLAIMS_FIRST, -SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id),
     )
     for f in order:
         f.category = resolve_category(f, attribution)

@@ -155,6 +155,9 @@ def render_text(info: dict[str, Any]) -> None:
     )
     if src["by_precision"]:
         console.print("  by precision: " + ", ".join(f"{k} {v:,}" for k, v in src["by_precision"].items()))
+    graph_line = graph_replay_text(info.get("graph_replay") or {})
+    if graph_line:
+        console.print(graph_line, markup=False)
     links = info["links"]
     if links["device_events"]:
         console.print(
@@ -187,6 +190,29 @@ def pruned_text(pruned: dict[str, Any]) -> str:
         f"Pruned one-time Python: {calls:,} builtin calls without torch work ({_ms(pruned.get('builtin_call_ns'))}); "
         f"{int(pruned.get('collapsed_events') or 0):,} library frames collapsed into {spans:,} spans "
         f"({_ms(pruned.get('collapsed_ns'))})"
+    )
+
+
+#: Why replayed graph work keeps its launch line (metadata ``graph_replay``), as ``info`` says it.
+_GRAPH_REASONS = {
+    "capture_not_in_trace": "captured before the trace began",
+    "no_matching_capture": "no capture in the trace fits",
+    "ambiguous": "several captures fit with other lines",
+}
+
+
+def graph_replay_text(graph: dict[str, Any]) -> str:
+    """The line saying how much CUDA/HIP graph work took its capture's lines (``graph_replay``)."""
+    events = int(graph.get("replayed_events") or 0)
+    if not events:
+        return ""
+    matched = int(graph.get("matched_events") or 0)
+    unmatched = graph.get("unmatched_events") or {}
+    rest = "; ".join(f"{int(n):,} {_GRAPH_REASONS.get(k, k)}" for k, n in unmatched.items())
+    return (
+        f"  graph replays: {matched:,} of {events:,} replayed device events carry the line of their capture "
+        f"({int(graph.get('graph_launches') or 0):,} launches, {int(graph.get('captures') or 0):,} captures in the trace)"
+        + (f"; {rest}" if rest else "")
     )
 
 

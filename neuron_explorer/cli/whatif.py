@@ -9,11 +9,19 @@ recorded dependency accounts for. Edits move everything that depends on what the
                            is nested in those ops, and their kernels) take FACTOR x the time
   --remove PATTERN         matching events take no time; matching synchronizing calls wait
                            for nothing
+  --nonblocking-copies     blocking and pageable copies become asynchronous: the calling
+                           thread no longer waits for them; their transfers stay on their
+                           streams, in order, at their measured length
+  --overlap-comm           communication no longer delays compute or the host: nothing waits
+                           for a collective kernel (synchronize calls, cross-stream events);
+                           collectives still run in their stream's order and wait for their
+                           last rank
 
 Examples:
   neuron-explorer whatif trace.parquet
   neuron-explorer whatif trace.json.gz --scale 'aten::mm=0.5'
   neuron-explorer whatif trace.json.gz --remove cudaStreamSynchronize --format json
+  neuron-explorer whatif run_dir/ --overlap-comm
 """
 
 from __future__ import annotations
@@ -40,10 +48,20 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--remove", action="append", default=[], metavar="PATTERN", help="remove matching events or waits (repeatable)"
     )
+    parser.add_argument(
+        "--nonblocking-copies",
+        action="store_true",
+        help="blocking and pageable copies become asynchronous (their transfers stay on the device)",
+    )
+    parser.add_argument(
+        "--overlap-comm", action="store_true", help="nothing waits for communication kernels (compute, the host)"
+    )
     parser.add_argument("--format", choices=["text", "json"], default="text", help="output format (default: text)")
 
 
-def edits_of(scale: list[str], remove: list[str]) -> Edits:
+def edits_of(
+    scale: list[str], remove: list[str], nonblocking_copies: bool = False, overlap_comm: bool = False
+) -> Edits:
     """The ``Edits`` of the command-line options (checked before any trace is read)."""
     pairs = []
     for item in scale:
@@ -55,13 +73,15 @@ def edits_of(scale: list[str], remove: list[str]) -> Edits:
         if not sep or not pattern or not value >= 0 or value == float("inf"):
             raise AnalysisError(f"--scale wants PATTERN=FACTOR with a factor >= 0, got {item!r}")
         pairs.append((pattern, value))
-    edits = Edits(scale=tuple(pairs), remove=tuple(remove))
+    edits = Edits(
+        scale=tuple(pairs), remove=tuple(remove), nonblocking_copies=nonblocking_copies, overlap_comm=overlap_comm
+    )
     edits.patterns()  # a bad regex is reported now
     return edits
 
 
 def run(args: argparse.Namespace) -> int:
-    edits = edits_of(args.scale, args.remove)
+    edits = edits_of(args.scale, args.remove, args.nonblocking_copies, args.overlap_comm)
     trace = open_trace(args.trace, quiet=args.format == "json")
     result = whatif(TraceFrames(trace), edits)
     result = {"source": str(args.trace), **result}
@@ -86,6 +106,11 @@ def render_text(r: dict[str, Any]) -> str:
     if r.get("note"):
         lines.append(f"note: {r['note']}")
     edits = [f"scale {p}={f:g}" for p, f in r["edits"]["scale"]] + [f"remove {p}" for p in r["edits"]["remove"]]
+    edits += [
+        w
+        for k, w in (("nonblocking_copies", "non-blocking copies"), ("overlap_comm", "overlapped communication"))
+        if r["edits"].get(k)
+    ]
     if edits:
         lines.append(
             f"with {', '.join(edits)}: projected {_ms(r['projected_ns'])}, saving {_ms(r['saving_ns'])} "

@@ -54,19 +54,27 @@ def convert_results(
         raw = results_to_raw(results, FileResolver(user_code, search_path), pruned=pruned)
     except (AttributeError, ImportError, TypeError) as exc:
         # A torch whose in-memory results differ from what this reader knows (seen: torch 2.11
-        # has no ``torch._C._autograd._ITraceActivity``): the trace still comes through torch's
-        # own JSON export, with function-level lines, and says why.
-        return _convert_through_json(results, metadata, cycle, f"{type(exc).__name__}: {exc}")
+        # has no ``trace_activities()``): the trace comes through torch's own JSON export, with
+        # the event tree's exact lines put back (``capture_fallback``), and says why.
+        why = f"{type(exc).__name__}: {exc}"
+        return _convert_through_json(results, metadata, cycle, why, user_code, search_path)
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
     return build_trace(raw, {**metadata, "pruned": pruned}, user_code=user_code)
 
 
-def _convert_through_json(results: Any, metadata: dict[str, Any], cycle: int, why: str) -> Trace:
-    """``results.save()`` (what ``export_chrome_trace`` writes) imported as a Kineto JSON trace,
-    the capture's metadata kept and ``capture_fallback`` naming the reason. torch saves a
-    result once only, so the file is kept (``saved_export``) for the user's own
+def _convert_through_json(
+    results: Any,
+    metadata: dict[str, Any],
+    cycle: int,
+    why: str,
+    user_code: UserCode,
+    search_path: list[str] | None,
+) -> Trace:
+    """``results.save()`` (what ``export_chrome_trace`` writes) converted with the capture's
+    metadata and ``capture_fallback`` naming the reason (``capture_fallback.convert_saved``).
+    torch saves a result once only, so the file is kept (``saved_export``) for the user's own
     ``export_chrome_trace`` and removed when the process exits."""
-    from neuron_explorer.collectors.kineto_json import import_kineto_json
+    from neuron_explorer.collectors.capture_fallback import convert_saved
 
     fd, path = tempfile.mkstemp(prefix=f"neuron-explorer-cycle{cycle}-", suffix=".json")
     os.close(fd)
@@ -74,15 +82,7 @@ def _convert_through_json(results: Any, metadata: dict[str, Any], cycle: int, wh
         atexit.register(_remove_saved)
     _SAVED[id(results)] = path
     results.save(path)
-    trace = import_kineto_json(path)
-    meta = {k: v for k, v in trace.metadata.items() if k not in ("source", "path")}
-    meta.update(metadata, capture_fallback=why)
-    table = trace.events
-    if "cycle" in table.column_names:
-        table = table.set_column(
-            table.column_names.index("cycle"), "cycle", pa.array(np.full(table.num_rows, cycle, np.int32))
-        )
-    return Trace(table, meta)
+    return convert_saved(path, results, metadata, cycle, why, user_code, search_path)
 
 
 #: id(results) -> the Chrome JSON a fallback conversion saved them to (see _convert_through_json).

@@ -30,6 +30,8 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from neuron_explorer.collectors import json_depth
 from neuron_explorer.collectors import kineto_checks as checks
@@ -126,6 +128,19 @@ class _Chunks:
         self.parts, self.n, self.dropped, self.spool = [], 0, 0, None
 
 
+class _Skipping(_Chunks):
+    """Chunks kept in memory without the events of one category."""
+
+    def __init__(self, category: str) -> None:
+        super().__init__(None)
+        self.category = category
+
+    def add(self, raw: RawEvents) -> None:
+        cat = raw.cat.cast(pa.string()) if pa.types.is_dictionary(raw.cat.type) else raw.cat
+        keep = np.asarray(pc.fill_null(pc.not_equal(cat, self.category), True), bool)
+        super().add(raw if keep.all() else raw.filter(keep))
+
+
 def _import_once(path: Path, progress: ProgressCallback | None, spool_at: int | None) -> Trace:
     chunks = _Chunks(spool_at)
     try:
@@ -135,7 +150,43 @@ def _import_once(path: Path, progress: ProgressCallback | None, spool_at: int | 
         raise
 
 
+def read_events(path: str | Path, skip_category: str | None = None) -> tuple[RawEvents, dict[str, Any]]:
+    """The events of a Kineto JSON file, decoded and checked but not built (in memory), and
+    the trace metadata: for a caller that adds what it knows before ``build_trace``
+    (``capture_fallback``). ``skip_category``: events of that category are dropped chunk by
+    chunk as they are decoded (memory for the others only). Errors as ``import_kineto_json``'s."""
+    path = Path(path)
+    require_input(path)
+    chunks = _Chunks(None) if skip_category is None else _Skipping(skip_category)
+    with conversion_settings():
+        top, repairs = _decode_checked(path, None, chunks)
+        metadata = _metadata(top, path, repairs)
+        raw = _within_time_range(RawEvents.concat(chunks.parts), metadata["base_time_ns"], repairs, path)
+    chunks.parts.clear()
+    repairs.record(metadata)
+    return raw, metadata
+
+
 def _import_chunks(path: Path, progress: ProgressCallback | None, chunks: _Chunks) -> Trace:
+    top, repairs = _decode_checked(path, progress, chunks)
+    metadata = _metadata(top, path, repairs)
+    if chunks.spool is not None:
+        trace: Trace = _build_spooled(chunks.spool, metadata, chunks.n, repairs, path, progress)
+    else:
+        # build_trace gets the only reference to the columns (none stays here or in `chunks`),
+        # so it can free each input column as soon as its reordered copy exists.
+        box = [_within_time_range(RawEvents.concat(chunks.parts), metadata["base_time_ns"], repairs, path)]
+        chunks.parts.clear()
+        repairs.record(metadata)
+        trace = build_trace(box.pop(), metadata, source=path)
+    found = Repairs()
+    found.merge({(e["what"], e["action"]): e["count"] for e in trace.metadata.get("repairs") or []})
+    found.warn(path, stacklevel=6)
+    return trace
+
+
+def _decode_checked(path: Path, progress: ProgressCallback | None, chunks: _Chunks) -> _Decoded:
+    """``_decode``, its failures as one-line ``TraceFormatError``s, a trace with no valid event refused."""
     try:
         top, repairs = _decode(path, progress, chunks)
     except TraceFormatError:
@@ -152,20 +203,7 @@ def _import_chunks(path: Path, progress: ProgressCallback | None, chunks: _Chunk
         raise TraceFormatError("the trace holds no events (traceEvents is empty)", path)
     if chunks.n == 0:
         raise TraceFormatError(f"no valid event: all {chunks.dropped:,} were dropped", path)
-    metadata = _metadata(top, path, repairs)
-    if chunks.spool is not None:
-        trace: Trace = _build_spooled(chunks.spool, metadata, chunks.n, repairs, path, progress)
-    else:
-        # build_trace gets the only reference to the columns (none stays here or in `chunks`),
-        # so it can free each input column as soon as its reordered copy exists.
-        box = [_within_time_range(RawEvents.concat(chunks.parts), metadata["base_time_ns"], repairs, path)]
-        chunks.parts.clear()
-        repairs.record(metadata)
-        trace = build_trace(box.pop(), metadata, source=path)
-    found = Repairs()
-    found.merge({(e["what"], e["action"]): e["count"] for e in trace.metadata.get("repairs") or []})
-    found.warn(path, stacklevel=6)
-    return trace
+    return top, repairs
 
 
 def _build_spooled(

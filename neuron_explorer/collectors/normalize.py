@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer import __version__
+from neuron_explorer.collectors import graph_replay
 from neuron_explorer.collectors._conversion import release_freed_memory
 from neuron_explorer.collectors.deferred import DeferredTrace
 from neuron_explorer.collectors.kineto_carry import CARRIED
@@ -744,9 +745,15 @@ def build_trace(
     dropped_steps = _drop_trailing_step(kind, name, start, dur)
     step = _narrow_int32(_assign_steps(kind, name, start, dur, op, launch, on_device), "step number", issues)
 
-    # --- source attribution
-    src = attribute_source(raw.src, name, kind, parent, op, fwd, on_device | is_runtime | is_mem, user_code, launch)
+    # --- source attribution (work replayed from a CUDA/HIP graph: the lines of its capture)
+    graph = _graph_replays(kind, name, pid, tid, start, launch, typed.get("graph_id"))
+    src = attribute_source(
+        raw.src, name, kind, parent, op, fwd, on_device | is_runtime | is_mem, user_code, launch, graph
+    )
     raw.src = {}
+    capture_op = np.full(n, -1, np.int64)
+    if graph is not None:
+        capture_op[graph.rows] = op[graph.calls]
 
     kind_arr = pa.DictionaryArray.from_arrays(from_numpy(kind, pa.int32()), string_array(list(KINDS)))
     dtype_arr = pa.DictionaryArray.from_arrays(from_numpy(dev_code, pa.int32()), string_array(dtypes))
@@ -780,6 +787,7 @@ def build_trace(
         "launch_id": _nullable(launch, pa.int64()),
         "op_id": _nullable(op, pa.int64()),
         "fwd_id": _nullable(fwd, pa.int64()),
+        "capture_op_id": _nullable(capture_op, pa.int64()),
         "step": _nullable(step, pa.int32()),
         "cycle": _zero_null(raw.columns.get("cycle"), n),
         **src,
@@ -793,7 +801,7 @@ def build_trace(
                 cols[k] = pa.nulls(n, _plain_type(COLUMN_BY_NAME[k].type))
             cols[k] = v if mask is None else _where(mask, v, cols[k])
     raw.flow_id = None
-    del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src
+    del pid, tid, start, dur, parent, correlation, external, launch, op, fwd, step, device, stream, src, capture_op
     trim()
     table = schema_table(cols, n, skip=deferred)
     meta = dict(metadata)
@@ -805,8 +813,59 @@ def build_trace(
     meta["device_types"] = sorted({dtypes[c] for c in np.unique(dev_code).tolist()}) if n else []
     if dropped_steps:
         meta["dropped_steps"] = [{"rank": rank, **d} for d in dropped_steps]
+    if graph is not None:
+        meta["graph_replay"] = graph.metadata
     trim()
     return DeferredTrace(table, deferred, order, meta)
+
+
+#: Device work kind -> the family a graph's capture call and its replayed event share.
+_GRAPH_FAMILY_OF = {
+    Kind.KERNEL: graph_replay.KERNEL,
+    Kind.COLLECTIVE: graph_replay.KERNEL,
+    Kind.MEMCPY: graph_replay.COPY,
+    Kind.MEMSET: graph_replay.SET,
+}
+
+
+def _graph_replays(
+    kind: np.ndarray,
+    name: _Words,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    start: np.ndarray,
+    launch: np.ndarray,
+    graph_id: Any,
+) -> graph_replay.GraphReplays | None:
+    """The CUDA/HIP graph replay plan of the trace (``collectors.graph_replay``), or None."""
+    is_runtime = kind == K[Kind.RUNTIME]
+    role_w, family_w = graph_replay.runtime_roles(name.words, np.unique(name.codes[is_runtime]))
+    role = role_w[name.codes]
+    calls = np.nonzero(is_runtime & (role != graph_replay.NONE))[0]
+    if not (role[calls] == graph_replay.GRAPH_LAUNCH).any() and not (role[calls] == graph_replay.BEGIN).any():
+        return None
+    launched = launch[launch >= 0]
+    ran = np.zeros(len(kind), bool)
+    ran[launched] = True
+    family_of_kind = np.full(len(KINDS), -1, np.int8)
+    for k, fam in _GRAPH_FAMILY_OF.items():
+        family_of_kind[K[k]] = fam
+    dev = np.nonzero((family_of_kind[kind] >= 0) & (launch >= 0))[0]
+    gid = _int_column(graph_id, len(kind))
+    return graph_replay.plan_replays(
+        calls,
+        role[calls],
+        family_w[name.codes[calls]],
+        pid[calls],
+        tid[calls],
+        start[calls],
+        ran[calls],
+        dev,
+        launch[dev],
+        family_of_kind[kind[dev]],
+        start[dev],
+        gid[dev],
+    )
 
 
 def typed_columns(

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
+from neuron_explorer.collectors.graph_replay import GraphReplays
 from neuron_explorer.collectors.source_map import UserCode, module_name, parse_python_frame
 from neuron_explorer.trace.arrow import dict_parts, dictionary_from_codes, from_numpy
 from neuron_explorer.trace.schema import Kind, Precision
@@ -31,8 +32,15 @@ class _Names(Protocol):
 
 
 #: src_precision vocabulary; collector-given values are appended after these.
-_PRECISIONS: list[Any] = [Precision.FUNCTION, Precision.LINE, Precision.FORWARD, Precision.LAUNCH, Precision.GENERATED]
-_FUNCTION, _LINE, _FORWARD, _LAUNCH, _GENERATED = range(5)
+_PRECISIONS: list[Any] = [
+    Precision.FUNCTION,
+    Precision.LINE,
+    Precision.FORWARD,
+    Precision.LAUNCH,
+    Precision.GENERATED,
+    Precision.GRAPH_CAPTURE,
+]
+_FUNCTION, _LINE, _FORWARD, _LAUNCH, _GENERATED, _GRAPH_CAPTURE = range(6)
 
 
 def attribute_source(
@@ -45,8 +53,11 @@ def attribute_source(
     inherits_from_op: np.ndarray,
     user_code: UserCode,
     launch: np.ndarray | None = None,
+    graph: GraphReplays | None = None,
 ) -> dict[str, pa.Array]:
-    """The src_* columns (src_file, src_line, src_func, src_module, src_precision)."""
+    """The src_* columns (src_file, src_line, src_func, src_module, src_precision). ``graph``:
+    the trace's CUDA/HIP graph replays, resolved here (``GraphReplays.resolve``) once every
+    capture-time op has its line."""
     from neuron_explorer.collectors.normalize import K, _int_column, nearest_marked_ancestor
 
     n = len(kind)
@@ -172,6 +183,9 @@ def attribute_source(
         src_file[idx], src_line[idx], src_func[idx] = src_file[lr], src_line[lr], src_func[lr]
         src_module[idx] = src_module[lr]
         precision[idx] = _LAUNCH
+    if graph is not None:
+        words = (file_words, src_file), (func_words, src_func), (module_words, src_module)
+        _graph_capture_sources(graph, op, src_line, words, precision)
 
     line_mask = src_line < 0
     return {
@@ -181,3 +195,41 @@ def attribute_source(
         "src_module": dictionary_from_codes(src_module, module_words),
         "src_precision": dictionary_from_codes(precision, precision_words),
     }
+
+
+def donor_of(calls: np.ndarray, op: np.ndarray, has_src: np.ndarray) -> np.ndarray:
+    """The row whose source a capture-time call hands on to the work replayed from it: its op
+    when the op has a source (as device work inherits its launching op's), else the call."""
+    o = op[calls]
+    return np.where((o >= 0) & has_src[np.maximum(o, 0)], o, calls)
+
+
+def _graph_capture_sources(
+    graph: GraphReplays,
+    op: np.ndarray,
+    src_line: np.ndarray,
+    words: tuple[tuple[list[Any], np.ndarray], ...],
+    precision: np.ndarray,
+) -> None:
+    """Replayed work takes the source of the capture-time call it replays (``graph_capture``),
+    in place. The candidates' sources are compared by value (a vocabulary may list a word twice)."""
+    has_src = src_line >= 0
+    canon = []
+    for vocab, codes in words:
+        first: dict[Any, int] = {}
+        table = np.array([first.setdefault(w, i) for i, w in enumerate(vocab)] + [-1], np.int64)
+        canon.append((table, codes))
+
+    def key(calls: np.ndarray) -> np.ndarray:
+        d = donor_of(calls, op, has_src)
+        cols = [table[np.where(codes[d] >= 0, codes[d], -1)] for table, codes in canon]
+        return np.stack([*cols, src_line[d]], axis=1)
+
+    graph.resolve(key)
+    d = donor_of(graph.calls, op, has_src)
+    ok = has_src[d]
+    idx, d = graph.rows[ok], d[ok]
+    for _, codes in words:
+        codes[idx] = codes[d]
+    src_line[idx] = src_line[d]
+    precision[idx] = _GRAPH_CAPTURE

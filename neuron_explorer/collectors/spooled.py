@@ -50,10 +50,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from neuron_explorer import __version__
+from neuron_explorer.collectors import graph_replay
 from neuron_explorer.collectors._conversion import conversion_settings, release_freed_memory
 from neuron_explorer.collectors.nesting import enclosing_spans
 from neuron_explorer.collectors.normalize import (
     _C10_DEVICE,
+    _GRAPH_FAMILY_OF,
     _HOST_CHILD_CODES,
     _HOST_LINKED_CODES,
     _HOST_SPAN_CODES,
@@ -78,7 +80,14 @@ from neuron_explorer.collectors.normalize import (
     trailing_step,
     typed_columns,
 )
-from neuron_explorer.collectors.source_attribution import _FORWARD, _FUNCTION, _GENERATED, _LAUNCH, _PRECISIONS
+from neuron_explorer.collectors.source_attribution import (
+    _FORWARD,
+    _FUNCTION,
+    _GENERATED,
+    _GRAPH_CAPTURE,
+    _LAUNCH,
+    _PRECISIONS,
+)
 from neuron_explorer.collectors.source_map import UserCode, module_name, parse_python_frame
 from neuron_explorer.collectors.step_tail import STEP_MARKER
 from neuron_explorer.trace.arrow import (
@@ -459,6 +468,11 @@ def _reader(con: Any, query: str, rows: int) -> pa.RecordBatchReader:
     return rel.fetch_record_batch(rows)  # pragma: no cover - DuckDB < 1.4
 
 
+def _fetch(con: Any, query: str) -> pa.Table:
+    """A (small) query's whole result as one Arrow table."""
+    return _reader(con, query, BATCH_EVENTS).read_all()
+
+
 # ----------------------------------------------------------------------------- the tree walk
 class _TreeWalk:
     """The call tree of host events streamed in thread order (pid, tid, event_id), batch by
@@ -537,6 +551,11 @@ _ON_DEVICE = _sql_list(_ON_DEVICE_CODES)
 _CPU_OP, _RUNTIME, _MEMORY = int(K[Kind.CPU_OP]), int(K[Kind.RUNTIME]), int(K[Kind.MEMORY])
 _PYTHON, _STEP = int(K[Kind.PYTHON]), int(K[Kind.STEP])
 _HOST_LINKED = _sql_list(_HOST_LINKED_CODES)
+_DEVICE_WORK = _sql_list(np.array([K[k] for k in _GRAPH_FAMILY_OF]))
+#: kind code -> the work family graph_replay compares (-1: not device work)
+_GRAPH_FAMILY = np.full(len(KINDS), -1, np.int8)
+for _k, _fam in _GRAPH_FAMILY_OF.items():
+    _GRAPH_FAMILY[K[_k]] = _fam
 
 
 class _Builder:
@@ -832,26 +851,130 @@ class _Builder:
               ON o.eid = s.op"""
         )
         sql("DROP TABLE s1")
+        self._graph_capture()
         take_launch = f"({inherits} AND s.sline < 0 AND s.launch >= 0 AND s.kind <> {_RUNTIME} AND o.sline >= 0)"
+        graph = "g.src"
         sql(
             f"""CREATE TABLE lk AS
             SELECT s.eid AS lk_eid, s.corr AS lk_corr, s.parent, s.launch, s.op, s.fwd, s.launch_start, s.op_start,
-              CASE WHEN {take_launch} THEN o.sname ELSE s.sname END AS sname,
-              CASE WHEN {take_launch} THEN o.sline ELSE s.sline END AS sline,
-              CASE WHEN {take_launch} THEN o.smod ELSE s.smod END AS smod,
-              CASE WHEN {take_launch} THEN {_LAUNCH} ELSE s.sprec END AS sprec
+              CASE WHEN {graph} THEN g.sname WHEN {take_launch} THEN o.sname ELSE s.sname END AS sname,
+              CASE WHEN {graph} THEN g.sline WHEN {take_launch} THEN o.sline ELSE s.sline END AS sline,
+              CASE WHEN {graph} THEN g.smod WHEN {take_launch} THEN o.smod ELSE s.smod END AS smod,
+              CASE WHEN {graph} THEN {_GRAPH_CAPTURE} WHEN {take_launch} THEN {_LAUNCH} ELSE s.sprec END AS sprec,
+              coalesce(g.cop, -1) AS capture_op
             FROM s2 s LEFT JOIN (SELECT eid, sname, sline, smod FROM s2 WHERE kind = {_RUNTIME} AND sline >= 0) o
-              ON o.eid = s.launch ORDER BY s.eid""",
+              ON o.eid = s.launch
+            LEFT JOIN gr g ON g.eid = s.eid ORDER BY s.eid""",
             ordered=True,
         )
         sql("DROP TABLE s2")
-        for table in ("tree", "rt", "ox", "fw", "fm", "marks", "corr_fix"):
+        for table in ("tree", "rt", "ox", "fw", "fm", "marks", "corr_fix", "gr"):
             sql(f"DROP TABLE IF EXISTS {table}")
         sql("CHECKPOINT")
         # the assembly reads both tables in their stored (event) order, streaming: it needs
         # little of DuckDB's memory, which goes to the rows being assembled instead
         sql("SET preserve_insertion_order = true")
         sql(f"SET memory_limit = '{ASSEMBLY_DUCKDB_MEMORY}'")
+
+    def _graph_capture(self) -> None:
+        """Work replayed from a CUDA/HIP graph and the source of its capture-time call
+        (``collectors.graph_replay``, as ``build_trace`` resolves it), into table ``gr``. Only
+        the graph-related runtime calls and the work of graph launches are read out of DuckDB."""
+        self.graph_meta: dict[str, Any] | None = None
+        empty = pa.table(
+            {c: pa.array([], pa.int64()) for c in ("eid", "cop", "sname", "sline", "smod")}
+            | {"src": pa.array([], pa.bool_())}
+        )
+        runtime = np.array(sorted(self.spool.runtime_names), np.int64)
+        role_w, family_w = graph_replay.runtime_roles(self.spool.name.words, runtime)
+        codes = np.nonzero(role_w[:-1] != graph_replay.NONE)[0].tolist()
+        plan = None
+        if codes:
+            calls = _fetch(
+                self.con,
+                f"""SELECT s.eid, ev.name, ev.pid, ev.tid, s.start, CAST(r.launch IS NOT NULL AS INTEGER) AS ran, s.op
+                FROM s2 s JOIN ev ON ev.eid = s.eid
+                LEFT JOIN (SELECT DISTINCT launch FROM s2 WHERE launch >= 0) r ON r.launch = s.eid
+                WHERE s.kind = {_RUNTIME} AND ev.name IN ({", ".join(map(str, codes))}) ORDER BY s.eid""",
+            )
+            c = {k: to_numpy(calls.column(k)) for k in calls.column_names}
+            name = c["name"].astype(np.int64)
+            role = role_w[name]
+            launches = c["eid"][role == graph_replay.GRAPH_LAUNCH]
+            self.con.register("graph_launch_rows", pa.table({"eid": pa.array(launches, pa.int64())}))
+            dev = _fetch(
+                self.con,
+                f"""SELECT s.eid, s.launch, s.kind, s.start, coalesce(ev.graph_id, -1) AS graph_id
+                FROM s2 s JOIN ev ON ev.eid = s.eid
+                WHERE s.kind IN ({_DEVICE_WORK}) AND s.launch IN (SELECT eid FROM graph_launch_rows) ORDER BY s.eid""",
+            )
+            self.con.unregister("graph_launch_rows")
+            d = {k: to_numpy(dev.column(k)) for k in dev.column_names}
+            plan = graph_replay.plan_replays(
+                c["eid"],
+                role,
+                family_w[name],
+                c["pid"],
+                c["tid"],
+                c["start"],
+                c["ran"].astype(bool),
+                d["eid"],
+                d["launch"],
+                _GRAPH_FAMILY[d["kind"].astype(np.int64)],
+                d["start"],
+                d["graph_id"],
+            )
+        if plan is None:
+            self.con.register("gr_rows", empty)
+        else:
+            self.con.register("gr_rows", self._graph_sources(plan, c["eid"], c["op"]))
+            self.graph_meta = plan.metadata
+        self.sql("CREATE TABLE gr AS SELECT * FROM gr_rows")
+        self.con.unregister("gr_rows")
+
+    def _graph_sources(self, plan: graph_replay.GraphReplays, call_eid: np.ndarray, call_op: np.ndarray) -> pa.Table:
+        """Resolve ``plan`` with the capture calls' sources; the ``gr`` rows."""
+        wanted = np.unique(np.concatenate([np.zeros(0, np.int64), *plan.captures]))
+        op = call_op[np.searchsorted(call_eid, wanted)] if wanted.size else np.zeros(0, np.int64)
+        rows = np.unique(np.concatenate([wanted, op[op >= 0]]))
+        self.con.register("graph_src_rows", pa.table({"eid": pa.array(rows, pa.int64())}))
+        got = _fetch(
+            self.con,
+            "SELECT eid, sname, sline, smod FROM s2 WHERE eid IN (SELECT eid FROM graph_src_rows) ORDER BY eid",
+        )
+        self.con.unregister("graph_src_rows")
+        src = {k: to_numpy(got.column(k)) for k in got.column_names}
+        files, funcs = ({}, {})  # names whose frames share a file (function) compare equal
+        nm = len(self.frames)
+        file_of = np.array([files.setdefault(f[0] if f else None, len(files)) for f in self.frames] + [-1], np.int64)
+        func_of = np.array([funcs.setdefault(f[2] if f else None, len(funcs)) for f in self.frames] + [-1], np.int64)
+
+        def at(eids: np.ndarray) -> np.ndarray:
+            return np.searchsorted(src["eid"], eids)
+
+        def donor(calls: np.ndarray) -> np.ndarray:
+            o = call_op[np.searchsorted(call_eid, calls)]
+            has = (o >= 0) & (src["sline"][at(np.maximum(o, 0))] >= 0) if src["eid"].size else o < -1
+            return at(np.where(has, o, calls))
+
+        def key(calls: np.ndarray) -> np.ndarray:
+            d = donor(calls)
+            sname = np.where(src["sname"][d] >= 0, src["sname"][d], nm)
+            return np.stack([file_of[sname], src["sline"][d], func_of[sname], src["smod"][d]], axis=1)
+
+        plan.resolve(key)
+        d = donor(plan.calls)
+        cop = call_op[np.searchsorted(call_eid, plan.calls)]
+        return pa.table(
+            {
+                "eid": pa.array(plan.rows, pa.int64()),
+                "cop": pa.array(cop, pa.int64()),
+                "sname": pa.array(src["sname"][d], pa.int64()),
+                "sline": pa.array(src["sline"][d], pa.int64()),
+                "smod": pa.array(src["smod"][d], pa.int64()),
+                "src": pa.array(src["sline"][d] >= 0, pa.bool_()),
+            }
+        )
 
     # --------------------------------------------------------------------- assembly
     def _trace(self) -> SpooledTrace:
@@ -899,6 +1022,8 @@ class _Builder:
         meta["device_types"] = sorted({dtypes[c] for c in used}) if self.n else []
         if dropped_steps:
             meta["dropped_steps"] = [{"rank": rank, **d} for d in dropped_steps]
+        if self.graph_meta is not None:
+            meta["graph_replay"] = self.graph_meta
         assembly = _Assembly(spool, dtypes, steps, demoted, rank, list(self.module_words), self.frames)
         issues = dict(self.issues)
         if (steps.numbers > 2**31 - 1).any():  # nulled and counted, as the in-memory build does
@@ -1016,6 +1141,7 @@ class _Assembly:
             "launch_id": _nullable(launch, pa.int64()),
             "op_id": _nullable(op, pa.int64()),
             "fwd_id": _nullable(col("fwd"), pa.int64()),
+            "capture_op_id": _nullable(col("capture_op"), pa.int64()),
             "step": _nullable(step, pa.int32()),
             "cycle": from_numpy(np.zeros(n, np.int32), pa.int32()),
             "src_file": dictionary_from_codes(sname, self.file_words),

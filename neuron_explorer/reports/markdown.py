@@ -11,6 +11,7 @@ from neuron_explorer.analyzers.attribution import (
 )
 from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
+from neuron_explorer.reports.fixes import cost_phrase, fixes_line
 from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import short_kernel_name
 from neuron_explorer.reports.text import OVER_PEAK_NOTE, OVER_PEAK_PCT, rate
@@ -56,10 +57,12 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     out += ["", f"### Findings ({len(findings)})", ""]
     if not findings:
         out.append("No problems detected by the rules that ran.")
+    if fixes_line(a.fixes):
+        out += [_cell(fixes_line(a.fixes) or ""), ""]
     for f in findings:
         out.append(f"#### {_ICON[f.severity]} {f.severity}: {_cell(f.title)} (`{f.rule_id}`)")
         out.append("")
-        out.append(_cell(f.message))
+        out.append(_cell(f.message + cost_phrase(f)))
         if f.metrics:
             out.append("")
             out.append(" · ".join(f"{k}: **{fmt_value(v)}**" for k, v in f.metrics.items()))

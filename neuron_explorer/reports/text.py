@@ -9,6 +9,7 @@ from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, skipped_summary
 from neuron_explorer.reports.fit import Column, make_console, print_table, printable, prose_width, table_width
+from neuron_explorer.reports.fixes import cost_phrase, fixes_line
 from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import display_kernel_name, short_kernel_name
 
@@ -55,8 +56,10 @@ def render(
     console.print(f"\n[bold]Findings ({len(findings)}, most costly first)[/bold]")
     if not findings:
         console.print("No problems detected by the rules that ran.")
+    if fixes_line(a.fixes):
+        console.print(escape(fixes_line(a.fixes) or ""))
     for i, f in enumerate(findings, 1):
-        cost = f" (costs ~{fmt_ns(f.cost_ns)} of {f.category})" if f.cost_ns and f.category else ""
+        cost = escape(cost_phrase(f))
         console.print(
             f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{escape(printable(f.title))}[/bold]{cost}"
             f"  [dim]{f.rule_id}[/dim]"

@@ -49,6 +49,7 @@ DELTA_COLUMNS = (
     "op_id",
     "launch_id",
     "fwd_id",
+    "capture_op_id",
     "sequence_nr",
 )
 #: The raw args text is most of a file; a higher zstd level keeps the Parquet trace smaller

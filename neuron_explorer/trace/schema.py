@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.2.0"
+SCHEMA_VERSION = "1.3.0"
 #: Columns added by a minor version: a file written before it lacks them by design (null there).
 ADDED_IN: dict[str, tuple[int, int]] = {
     "hlo_name": (1, 1),
     **dict.fromkeys(("process_group", "process_group_desc", "in_msg_nelems", "out_msg_nelems", "msg_dtype"), (1, 2)),
+    "capture_op_id": (1, 3),
 }
 SCHEMA_MAJOR = int(SCHEMA_VERSION.split(".")[0])
 
@@ -62,6 +63,7 @@ class Precision:
     LAUNCH = "launch"  # inherited from the op that launched this device event
     FORWARD = "forward"  # a backward op, inherited from its forward op
     GENERATED = "generated"  # no user frame encloses it; src_file is generated code (Inductor, FX)
+    GRAPH_CAPTURE = "graph_capture"  # replayed from a CUDA/HIP graph: the line of the op that captured it
     NONE = None
 
 
@@ -154,6 +156,12 @@ COLUMNS: tuple[Column, ...] = (
         _I64,
         "id",
         "For backward ops and the ops nested in them: event_id of the forward op they differentiate.",
+    ),
+    Column(
+        "capture_op_id",
+        _I64,
+        "id",
+        "For device work replayed from a CUDA/HIP graph: event_id of the op whose launch call recorded it at capture (op_id stays the graph launch's op). Added in 1.3.0.",
     ),
     Column(
         "step",

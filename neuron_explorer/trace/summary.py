@@ -97,6 +97,7 @@ def describe(trace: Trace) -> dict[str, Any]:
         "steps": steps.to_dict(orient="records"),
         "dropped_steps": list(trace.metadata.get("dropped_steps") or []),
         "pruned": dict(trace.metadata.get("pruned") or {}),
+        "graph_replay": dict(trace.metadata.get("graph_replay") or {}),
         "source": source,
         "links": link_coverage(trace),
         "device_properties": [

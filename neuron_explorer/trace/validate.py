@@ -33,7 +33,7 @@ from neuron_explorer.trace.schema import ADDED_IN, COLUMN_BY_NAME
 MAX_TIME_NS = 4 * 10**18
 INT32_MAX = 2**31 - 1
 REQUIRED = ("event_id", "kind", "name", "start_ns", "dur_ns")
-LINK_COLUMNS = ("parent_id", "launch_id", "op_id", "fwd_id")
+LINK_COLUMNS = ("parent_id", "launch_id", "op_id", "fwd_id", "capture_op_id")
 
 #: Metadata keys and the JSON types they must have (others are kept as they are).
 _METADATA_TYPES: dict[str, tuple[type, ...]] = {

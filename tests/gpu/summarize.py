@@ -3,8 +3,10 @@
     python tests/gpu/summarize.py WORK_DIR
 
 For each recorded trace: events, kernels, the share of kernel time at each source precision,
-and how many kernels sit on each marked line of tests/gpu/gpt_block.py; for the interleaved
-matmul trace, the what-if prediction against the measured saving. Prints one JSON document.
+and how many kernels sit on each marked line of tests/gpu/gpt_block.py; for work replayed from
+a CUDA graph, the share of its time carrying the line of its capture (``graph_capture``); for
+the interleaved matmul trace, the what-if prediction against the measured saving. Prints one
+JSON document, ending with ``checks`` (PASS/FAIL lines).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def trace_figures(path: Path) -> dict:
         graph = k[k["graph_id"].fillna(-1) >= 0] if "graph_id" in k else k.iloc[:0]
         fig["graph_kernels"] = len(graph)
         fig["graph_kernels_with_line"] = int(graph["src_line"].notna().sum())
+        fig.update(graph_replay_figures(df, m))
         names = k.groupby(k["name"].astype(str))["dur_ns"].sum().sort_values(ascending=False).head(5)
         fig["top_kernels"] = {n[:80]: int(v) for n, v in names.items()}
     ops = df[df["kind"] == "cpu_op"]
@@ -53,7 +56,56 @@ def trace_figures(path: Path) -> dict:
         fig["op_time_by_precision"] = {p: round(float(v), 4) for p, v in prec.items()}
     fig["steps"] = int((df["kind"] == "step").sum())
     fig["metadata_pruned"] = t.metadata.get("pruned") if hasattr(t, "metadata") else None
+    fig["metadata_graph_replay"] = t.metadata.get("graph_replay")
+    fig["capture_fallback"] = t.metadata.get("capture_fallback")
     return fig
+
+
+def graph_replay_figures(df, marked: dict[int, str]) -> dict:
+    """Device work replayed by a graph launch (its launch call is ``*GraphLaunch``): how much of
+    its time carries the line of its capture (``graph_capture``), and on which marked lines."""
+    names = df["name"].astype(str)
+    launches = set(df.loc[(df["kind"] == "runtime") & names.str.contains("GraphLaunch"), "event_id"].tolist())
+    work = df[df["kind"].isin(["kernel", "memcpy", "memset"]) & df["launch_id"].isin(launches)]
+    if not len(work):
+        return {}
+    captured = work[work["src_precision"].astype(str) == "graph_capture"]
+    in_block = captured[captured["src_file"].astype(str).str.endswith("gpt_block.py")]
+    return {
+        "graph_replayed_events": len(work),
+        "graph_replayed_ns": int(work["dur_ns"].sum()),
+        "graph_replayed_time_with_capture_line": round(
+            float(captured["dur_ns"].sum() / max(1, work["dur_ns"].sum())), 4
+        ),
+        "graph_replayed_time_in_gpt_block": round(float(in_block["dur_ns"].sum() / max(1, work["dur_ns"].sum())), 4),
+        "graph_replayed_on_marked_lines": {
+            marked[int(line)]: int(n) for line, n in in_block.groupby("src_line").size().items() if int(line) in marked
+        },
+        "graph_replayed_by_line": {
+            f"{f}:{int(line)}": int(n)
+            for (f, line), n in captured.groupby(["src_file", "src_line"], observed=True).size().items()
+        },
+    }
+
+
+def checks(out: dict) -> dict:
+    """PASS/FAIL lines for the lead: issue 30's graph-replay lines and exact lines on torch 2.11."""
+    res = {}
+    graph = out.get("graph.parquet") or {}
+    share = graph.get("graph_replayed_time_with_capture_line")
+    res["graph.parquet: replayed kernel time carrying its capture line >= 95%"] = (
+        "NO DATA" if share is None else f"{'PASS' if share >= 0.95 else 'FAIL'} ({100 * share:.1f}%)"
+    )
+    for name in ("eager.parquet", "graph.parquet"):
+        prec = (out.get(name) or {}).get("op_time_by_precision") or {}
+        function = prec.get("function", 0.0)
+        exact = sum(v for k, v in prec.items() if k in ("line", "forward", "launch", "graph_capture"))
+        res[f"{name}: op time at function level < 10% (exact lines without trace_activities)"] = (
+            "NO DATA"
+            if not prec
+            else f"{'PASS' if function < 0.10 else 'FAIL'} (function {100 * function:.1f}%, exact {100 * exact:.1f}%)"
+        )
+    return res
 
 
 def whatif_mm(path: Path) -> dict:
@@ -95,6 +147,7 @@ def main() -> None:
             out["whatif_mm"] = whatif_mm(mm)
         except Exception as exc:
             out["whatif_mm"] = {"error": repr(exc)}
+    out["checks"] = checks(out)
     print(json.dumps(out, indent=1, default=str))
 
 

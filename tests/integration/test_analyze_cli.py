@@ -35,7 +35,9 @@ def test_analyze_json_is_the_documented_document():
     r = cli("analyze", ALEXNET, "--format", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema_version"] == "2.5.0"
+    assert doc["schema_version"] == "2.6.0"
+    assert all(f["cost_method"] in ("replay", "attribution") for f in doc["findings"])
+    assert "fixes" in doc and "critical_path" in doc["summary"]
     ids = [f["rule_id"] for f in doc["findings"]]
     assert "device_idle" in ids
     assert all(s["reason"].startswith("skipped: needs") for s in doc["skipped"])

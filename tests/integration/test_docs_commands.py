@@ -150,11 +150,13 @@ def _doc_param(doc: Path):
     return pytest.param(doc, id=doc.name, marks=[pytest.mark.slow] if slow else [])
 
 
-@pytest.mark.parametrize("doc", [_doc_param(d) for d in DOCS])
+#: the documents that show shell commands (the others, such as docs/perf.md, are prose and tables)
+DOCS_WITH_COMMANDS = [d for d in DOCS if documented_commands(d)]
+
+
+@pytest.mark.parametrize("doc", [_doc_param(d) for d in DOCS_WITH_COMMANDS])
 def test_documented_commands_run_as_written(doc: Path, tmp_path: Path) -> None:
     commands = documented_commands(doc)
-    if not commands:
-        pytest.skip(f"{doc.name} documents no shell command")
     _workspace(tmp_path)
     has_torch = importlib.util.find_spec("torch") is not None
     ran, not_run = [], []
@@ -165,5 +167,4 @@ def test_documented_commands_run_as_written(doc: Path, tmp_path: Path) -> None:
         result = _run(cmd, tmp_path)
         assert result.returncode == 0, f"{doc.name}: `{cmd}` exited {result.returncode}:\n{result.stderr[-2000:]}"
         ran.append(cmd)
-    if not ran:
-        pytest.skip(f"{doc.name}: none of its commands can run here: {not_run}")
+    assert ran or not has_torch, f"{doc.name}: none of its commands ran: {not_run}"

@@ -27,7 +27,7 @@ CPU_TRACE = KINETO / "local" / "cpu_mlp_step4.json"
 GPU, CPU = "qwen_h100", "cpu_mlp_step4"
 TOOLS = {
     "list_traces", "trace_summary", "findings", "top_kernels", "top_ops", "top_source_lines",
-    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf", "memory_at_peak",
+    "step_breakdown", "source_context", "schema", "sql", "diff", "op_perf", "memory_at_peak", "critical_path",
 }  # fmt: skip
 
 
@@ -128,6 +128,20 @@ def test_step_breakdown_categories_sum_to_wall_time(server: McpServer) -> None:
     assert len(parts) == 9
     for row in answer["attribution"]:
         assert sum(row[p] for p in parts) == row["wall_ns"]
+
+
+def test_critical_path_sums_to_the_steps_and_names_what_it_is_made_of(server: McpServer, gpu_analysis) -> None:
+    answer = server.data("critical_path", {"trace": GPU, "limit": 500})
+    steps = gpu_analysis.steps
+    wall = int(steps["dur_ns"].sum()) if len(steps) else int(gpu_analysis.summary["wall_ns"])
+    # one trace, its steps' critical paths: the rows sum to the steps' wall time
+    assert answer["path_ns"] == sum(r["ns"] for r in answer["rows"]) == wall
+    assert sum(c["ns"] for c in answer["by_category"]) == answer["path_ns"]
+    assert answer["summary"].startswith("the critical path is")
+    assert answer["summary"] in gpu_analysis.summary["verdict"]
+    assert {"all_fixes_ns", "priced"} <= set(answer["fixes"])
+    one = server.data("critical_path", {"trace": GPU, "limit": 1, "offset": 1})
+    assert one["rows"] == answer["rows"][1:2]
 
 
 def test_source_context_shows_code_from_inside_the_roots(server: McpServer) -> None:

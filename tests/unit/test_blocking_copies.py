@@ -26,6 +26,10 @@ LAST_KERNEL_END = 5_000.0 + KERNELS * 2_000.0  # kernels run back to back from 5
 #: per step, the time inside the copy call while the device runs nothing: before the copy
 #: reaches the device, and after it finished there until the call returns
 BLOCKED_US = (COPY_ON_DEVICE[0] - max(COPY_CALL[0], LAST_KERNEL_END)) + (COPY_CALL[1] - COPY_ON_DEVICE[1])
+#: per step, what a non-blocking copy saves (the finding's fix, replayed): the call no longer
+#: waits for its copy to finish on the device; its own time after that (0.3 ms) stays, and
+#: everything after it on the thread moves up
+WAIT_US = COPY_ON_DEVICE[1] - COPY_CALL[0]
 
 
 def _trace() -> dict:
@@ -77,7 +81,9 @@ def test_blocked_host_is_the_largest_category_and_the_verdict(result) -> None:
 def test_the_blocking_copy_is_the_top_finding_with_its_op_line_and_cost(result) -> None:
     top = result.findings[0]
     assert top.rule_id == "sync_memcpy" and top.category == "host_blocked"
-    assert top.cost_ns == pytest.approx(STEPS * BLOCKED_US * 1000, rel=1e-6)
+    assert top.cost_method == "replay" and "asynchronous" in top.fix_edit
+    assert top.cost_ns == pytest.approx(STEPS * WAIT_US * 1000, rel=1e-6)
+    assert top.metrics["blocked_ns"]["value"] == pytest.approx(STEPS * BLOCKED_US * 1000, rel=1e-6)
     assert top.metrics["pageable"]["value"] == STEPS
     assert "aten::copy_" in top.message  # the op that issued the copy
     assert top.source_lines[0]["file"] == "train.py" and top.source_lines[0]["line"] == 30

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from neuron_explorer.analyzers.graph.build import Graph, build_graph
 from neuron_explorer.analyzers.graph.critical import critical_path_table, replay_summary, whatif
-from neuron_explorer.analyzers.graph.replay import Edits, Replay, replay
+from neuron_explorer.analyzers.graph.edits import Edits, EventEdit
+from neuron_explorer.analyzers.graph.replay import Replay, replay
 
 __all__ = [
     "Edits",
+    "EventEdit",
     "Graph",
     "Replay",
     "build_graph",

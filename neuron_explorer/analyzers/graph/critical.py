@@ -18,22 +18,67 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
-from neuron_explorer.analyzers.graph.build import LAUNCH, Graph, build_graph
-from neuron_explorer.analyzers.graph.replay import Edits, Replay, replay
+from neuron_explorer.analyzers.graph.build import (
+    CATEGORIES,
+    JOIN,
+    Graph,
+    build_graph,
+    distinct,
+)
+from neuron_explorer.analyzers.graph.describe import node_codes, text_values
+from neuron_explorer.analyzers.graph.edges import LAUNCH
+from neuron_explorer.analyzers.graph.edits import Edits
+from neuron_explorer.analyzers.graph.replay import Replay, replay
 
 #: the baseline replay should reproduce each measured step within this (issue 31)
 BASELINE_TOLERANCE_PCT = 2.0
-CRITICAL_PATH_COLUMNS = ("rank", "step", "category", "op", "kernel", "src_file", "src_line", "ns")
+#: ``on_rank``: the rank whose event the piece is (another rank's where the path crosses ranks
+#: at a collective that waited for it)
+CRITICAL_PATH_COLUMNS = ("rank", "step", "category", "op", "kernel", "src_file", "src_line", "on_rank", "ns")
 
 
 def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
     """Per (rank, step): measured start/end, replayed start/end and the node that ends it."""
+    w = window_nodes(graph)
+    out = w[["rank", "step", "measured_start", "measured_end"]].copy()
+    if w.attrs.get("steps"):
+        b, s_ = w["begin_node"].to_numpy(), w["start_node"].to_numpy()
+        out["replay_start"] = np.where(
+            b >= 0,
+            rep.end[np.maximum(b, 0)],
+            np.where(s_ >= 0, rep.start[np.maximum(s_, 0)], w["measured_start"].to_numpy()),
+        )
+        out["replay_end"] = rep.end[w["end_node"].to_numpy()]
+        out["end_node"] = w["end_node"].to_numpy()
+        return out
+    nodes = graph.nodes
+    rank = nodes["rank"].to_numpy()
+    real = nodes["node_kind"].to_numpy() != JOIN
+    starts, ends, last = [], [], []
+    for r in out["rank"]:  # one per rank
+        m = np.flatnonzero((rank == r) & real)
+        e_node = int(m[np.argmax(rep.end[m])])
+        starts.append(int(rep.start[m].min()))
+        ends.append(int(rep.end[e_node]))
+        last.append(e_node)
+    out["replay_start"], out["replay_end"], out["end_node"] = starts, ends, last
+    return out
+
+
+def window_nodes(graph: Graph) -> pd.DataFrame:
+    """Per (rank, step): the measured window and the host segments that bound it (what any
+    replay's window is read from): ``end_node`` (closes the step span), ``begin_node`` (ends
+    where the span begins) and ``start_node`` (begins there). Without steps, one row per rank.
+    Memoized on the graph: it depends on the graph, not on a replay."""
+    cached = graph.__dict__.get("_window_nodes")
+    if cached is not None:
+        return cached
     nodes = graph.nodes
     w = graph.step_windows
     t0 = graph.t0_ns
     start = nodes["start_ns"].to_numpy()
     end = start + nodes["dur_ns"].to_numpy()
-    rows = []
+    cols = ["rank", "step", "measured_start", "measured_end", "end_node", "begin_node", "start_node"]
     if len(w) and (w["step"] != WHOLE_TRACE_STEP).any():
         named = np.flatnonzero(nodes["host_row"].to_numpy() >= 0)
         hr = nodes["host_row"].to_numpy()[named]
@@ -47,8 +92,7 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
         hn = np.flatnonzero(~nodes["is_device"].to_numpy().astype(bool))  # host segments, gaps included
         chain = nodes["chain"].to_numpy()[hn]
         wc = w.merge(thread, on=["rank", "tid"], how="left")
-        ok = wc["chain"].notna().to_numpy()
-        wc = wc[ok]
+        wc = wc[wc["chain"].notna().to_numpy()]
         wchain = wc["chain"].to_numpy().astype(np.int64)
         # host nodes are sorted by (chain, start) and back to back: their ends ascend too
         ekey = chain * (1 << 42) + end[hn]
@@ -63,46 +107,67 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
 
         ws, we = wc["start_ns"].to_numpy() - t0, wc["end_ns"].to_numpy() - t0
         e_node = find(ekey, wchain * (1 << 42) + we, "right")
-        b_node = find(ekey, wchain * (1 << 42) + ws, "right")
-        s_node = find(skey, wchain * (1 << 42) + ws, "left")
-        r0 = np.where(
-            b_node >= 0, rep.end[np.maximum(b_node, 0)], np.where(s_node >= 0, rep.start[np.maximum(s_node, 0)], ws)
-        )
         m = e_node >= 0
-        for r, step, a, b, c, d, e in zip(
-            wc["rank"].to_numpy()[m], wc["step"].to_numpy()[m], ws[m], we[m], r0[m], rep.end[e_node[m]], e_node[m]
-        ):
-            rows.append((int(r), int(step), int(a), int(b), int(c), int(d), int(e)))
+        out = pd.DataFrame(
+            {
+                "rank": wc["rank"].to_numpy()[m].astype(np.int64),
+                "step": wc["step"].to_numpy()[m].astype(np.int64),
+                "measured_start": ws[m],
+                "measured_end": we[m],
+                "end_node": e_node[m],
+                "begin_node": find(ekey, wchain * (1 << 42) + ws, "right")[m],
+                "start_node": find(skey, wchain * (1 << 42) + ws, "left")[m],
+            }
+        )
+        out.attrs["steps"] = True
     else:
         rank = nodes["rank"].to_numpy()
+        real = nodes["node_kind"].to_numpy() != JOIN
         measured = {int(r): (int(a) - t0, int(b) - t0) for r, a, b in zip(w["rank"], w["start_ns"], w["end_ns"])}
-        for r in np.unique(rank):
-            m = np.flatnonzero(rank == r)
-            e_node = int(m[np.argmax(rep.end[m])])
+        rows = []
+        for r in distinct(rank[real]):  # one per rank
+            m = np.flatnonzero((rank == r) & real)
             ms, me = measured.get(int(r), (int(start[m].min()), int(end[m].max())))
-            rows.append((int(r), WHOLE_TRACE_STEP, ms, me, int(rep.start[m].min()), int(rep.end[e_node]), e_node))
-    cols = ["rank", "step", "measured_start", "measured_end", "replay_start", "replay_end", "end_node"]
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _path(binding: list[int], start: list[int], end_node: int, t_start: int) -> list[int]:
-    """Nodes of the chain ending at ``end_node``, latest first (a walk along one pointer per
-    node: the path only, not the graph; ``binding`` and ``start`` as lists, for speed)."""
-    out = [end_node]
-    v = end_node
-    while binding[v] >= 0 and start[v] > t_start:
-        v = binding[v]
-        out.append(v)
+            rows.append((int(r), WHOLE_TRACE_STEP, ms, me, -1, -1, -1))
+        out = pd.DataFrame(rows, columns=cols)
+        out.attrs["steps"] = False
+    graph.__dict__["_window_nodes"] = out
     return out
 
 
+def _run_starts(rep: Replay) -> np.ndarray:
+    """Per node: the first node of its run, the stretch of its chain bound node to node by the
+    chain edge (a path crosses chains only where a run begins)."""
+    n = len(rep.start)
+    jump = (rep.binding_edge >= 0) | (rep.binding < 0)
+    return np.maximum.accumulate(np.where(jump, np.arange(n), 0))
+
+
+def _path(rep: Replay, runs: np.ndarray, end_node: int, t_start: int) -> np.ndarray:
+    """Nodes of the chain of binding predecessors ending at ``end_node``, earliest first, back to
+    the first node starting at or before ``t_start``: one step per run, not per node."""
+    pieces = []
+    v = end_node
+    while True:
+        a = int(runs[v])
+        # the last node of the run starting at or before t_start ends the walk (starts ascend)
+        pos = int(np.searchsorted(rep.start[a : v + 1], t_start, side="right")) - 1
+        if pos >= 0:
+            pieces.append(np.arange(a + pos, v + 1))
+            break
+        pieces.append(np.arange(a, v + 1))
+        if rep.binding[a] < 0:
+            break
+        v = int(rep.binding[a])
+    return np.concatenate(pieces[::-1])
+
+
 def _composition(
-    graph: Graph, rep: Replay, path: list[int], t0: int, t1: int
+    graph: Graph, rep: Replay, p: np.ndarray, t0: int, t1: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of one step's critical path: the node each is shown under (-1: none), its
     label (-1: the node's category) and its ns inside the window."""
     nodes = graph.nodes
-    p = np.asarray(path[::-1], np.int64)  # earliest first
     # per node on the path: the edge into it from the previous path node
     eidx = rep.binding_edge[p[1:]]
     chain_edge = eidx < 0
@@ -147,46 +212,94 @@ _EDGE_LABELS = ("launch_latency", "unexplained")
 
 
 def critical_path_table(frames: TraceFrames, edits: Edits | None = None) -> pd.DataFrame:
-    """One row per (rank, step, category, op, kernel, src_file, src_line) on each step's
-    critical path of the (edited) replay, with ``ns``; a step's rows sum to its replayed wall."""
+    """One row per (rank, step, category, op, kernel, src_file, src_line, on_rank) on each
+    step's critical path of the (edited) replay, with ``ns``; a step's rows sum to its replayed
+    wall."""
+    if edits is None or edits.empty:
+        return _baseline_paths(frames)[0]
     graph = build_graph(frames)
     rep = replay(graph, edits)
     return _critical_rows(graph, rep, _windows(graph, rep))
 
 
-def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame) -> pd.DataFrame:
+def critical_paths(frames: TraceFrames) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The baseline critical path of every step: ``critical_path_table``'s rows, and its events
+    (``rank``, ``step``, ``on_rank``, ``event_id`` of the host or device event each node is,
+    ``ns`` on the path), for a timeline to highlight; memoized per trace, the events built
+    when first asked for."""
+    table, parts = _baseline_paths(frames)
+    return table, frames.memo("critical_path_events", lambda: _path_events(build_graph(frames), parts))
+
+
+def _baseline_paths(frames: TraceFrames) -> tuple[pd.DataFrame, list]:  # type: ignore[type-arg]
+    def compute() -> tuple[pd.DataFrame, list]:  # type: ignore[type-arg]
+        from neuron_explorer.analyzers.graph.pricing import baseline
+
+        graph = build_graph(frames)
+        rep = baseline(graph, frames)[0]
+        parts: list = []  # type: ignore[type-arg]
+        return _critical_rows(graph, rep, _windows(graph, rep), parts), parts
+
+    return frames.memo("critical_paths", compute)
+
+
+def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame, keep: list | None = None) -> pd.DataFrame:  # type: ignore[type-arg]
     parts = []
-    binding, start = rep.binding.tolist(), rep.start.tolist()
+    runs = _run_starts(rep)
     for r, step, s, e, node in zip(win["rank"], win["step"], win["replay_start"], win["replay_end"], win["end_node"]):
-        who, code, ns = _composition(graph, rep, _path(binding, start, int(node), int(s)), int(s), int(e))
+        who, code, ns = _composition(graph, rep, _path(rep, runs, int(node), int(s)), int(s), int(e))
         parts.append((np.full(len(ns), int(r)), np.full(len(ns), int(step)), who, code, ns))
+    if keep is not None:
+        keep.extend(parts)  # (the pieces, for the events on the paths: ``critical_paths``)
     if not parts:
         return pd.DataFrame(
             {
-                c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "ns") else "object")
+                c: pd.Series(dtype="int64" if c in ("rank", "step", "src_line", "on_rank", "ns") else "object")
                 for c in CRITICAL_PATH_COLUMNS
             }
         )
     rank, step, who, code, ns = (np.concatenate([p[i] for p in parts]) for i in range(5))
-    # group on integer codes (one per distinct text), decode the grouped rows only
-    nodes = graph.nodes
-    text = {}
-    codes = {}
-    for c in ("category", "op", "kernel", "src_file"):
-        k, uniq = pd.factorize(nodes[c].to_numpy())
-        codes[c] = np.r_[k, len(uniq)][who]  # who == -1: the appended ''
-        text[c] = np.append(np.asarray(uniq, dtype=object), np.array([""], dtype=object))
-    n_cat = len(text["category"])
-    codes["category"] = np.where(code >= 0, n_cat + code, codes["category"])
-    text["category"] = np.append(text["category"], np.array(_EDGE_LABELS, dtype=object))
-    line = np.r_[nodes["src_line"].to_numpy(), -1][who]
-    df = pd.DataFrame({"rank": rank, "step": step, **{c: codes[c] for c in codes}, "src_line": line, "ns": ns})
+    # decode the nodes on the paths only; group on integer codes, one per distinct text
+    anchor = np.maximum(who, 0)
+    codes = node_codes(graph, anchor)
+    line = codes.pop("src_line")
+    for c in codes:
+        codes[c] = np.where(who >= 0, codes[c], -1)  # who == -1: shown under no node
+    line = np.where(who >= 0, line, -1)
+    text = text_values(graph)
+    cat = np.where(who >= 0, graph.nodes["cat"].to_numpy()[anchor], CATEGORIES.index("untraced")).astype(np.int64)
+    codes["category"] = np.where(code >= 0, len(CATEGORIES) + code, cat)
+    text["category"] = np.array(CATEGORIES + _EDGE_LABELS, dtype=object)
+    on_rank = np.where(who >= 0, graph.nodes["rank"].to_numpy()[np.maximum(who, 0)], rank)
+    df = pd.DataFrame(
+        {"rank": rank, "step": step, **{c: codes[c] for c in codes}, "src_line": line, "on_rank": on_rank, "ns": ns}
+    )
     keys = list(CRITICAL_PATH_COLUMNS[:-1])
     out = df.groupby(keys, sort=False)["ns"].sum().reset_index()
     for c in ("category", "op", "kernel", "src_file"):
         out[c] = text[c][out[c].to_numpy()]
     out = out.sort_values(["rank", "step", "ns"], ascending=[True, True, False], kind="stable").reset_index(drop=True)
     return out[list(CRITICAL_PATH_COLUMNS)]
+
+
+def _path_events(graph: Graph, parts: list) -> pd.DataFrame:  # type: ignore[type-arg]
+    """The events of the nodes on the paths (their own pieces only), summed per event."""
+    cols = ("rank", "step", "on_rank", "event_id", "ns")
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
+    rank, step, who, code, ns = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    own = (who >= 0) & (code < 0)
+    rank, step, who, ns = rank[own], step[own], who[own], ns[own]
+    nodes = graph.nodes
+    hr, dr = nodes["host_row"].to_numpy()[who], nodes["device_row"].to_numpy()[who]
+    hid = graph.host["event_id"].to_numpy()
+    did = graph.device["event_id"].to_numpy()
+    hid = np.r_[hid, -1]  # (index -1 of an empty table reads the padding)
+    did = np.r_[did, -1]
+    eid = np.where(hr >= 0, hid[hr], np.where(dr >= 0, did[dr], -1))
+    df = pd.DataFrame({"rank": rank, "step": step, "on_rank": nodes["rank"].to_numpy()[who], "event_id": eid, "ns": ns})
+    df = df[df["event_id"] >= 0]
+    return df.groupby(["rank", "step", "on_rank", "event_id"], sort=False)["ns"].sum().reset_index()
 
 
 def replay_summary(frames: TraceFrames, edits: Edits | None = None) -> dict[str, Any]:
@@ -251,9 +364,65 @@ def whatif(frames: TraceFrames, edits: Edits | None = None) -> dict[str, Any]:
     summary["edits"] = {
         "scale": [list(s) for s in (edits.scale if edits else ())],
         "remove": list(edits.remove if edits else ()),
+        "nonblocking_copies": bool(edits and edits.nonblocking_copies),
+        "overlap_comm": bool(edits and edits.overlap_comm),
     }
     return summary
 
 
 def _pct(part: float, whole: float) -> float:
     return float(100.0 * part / whole) if whole else 0.0
+
+
+#: the critical path's categories in words (the attribution's, plus the edges')
+PATH_LABELS = {
+    "compute": "compute",
+    "communication": "communication",
+    "copy": "copies",
+    "host_blocked": "the host blocked on the device",
+    "host_launch": "host ops and launches",
+    "host_python": "host Python",
+    "data_loading": "data loading",
+    "untraced": "untraced host time",
+    "launch_latency": "launch latency",
+    "unexplained": "unexplained waits",
+}
+
+
+def path_words(table: pd.DataFrame, min_pct: float = 5.0) -> str:
+    """What the critical paths of ``table`` (``critical_path_table``) are made of, in one clause:
+    ``the critical path is 82% host ops and launches (most: aten::mul_ at train.py:42), 18%
+    untraced host time``; the share on other ranks where the path crosses them. '' when empty."""
+    if not len(table) or table["ns"].sum() <= 0:
+        return ""
+    total = float(table["ns"].sum())
+    by = table.groupby("category")["ns"].sum().sort_values(ascending=False)
+    parts = []
+    for i, (cat, ns) in enumerate(by.items()):
+        pct = 100.0 * float(ns) / total
+        if i and pct < min_pct:
+            break
+        words = f"{pct:.0f}% {PATH_LABELS.get(str(cat), str(cat))}"
+        if i == 0 and cat not in ("untraced", "unexplained", "launch_latency"):
+            words += _most(table[table["category"] == cat])
+        parts.append(words)
+    text = "the critical path is " + ", ".join(parts[:3])
+    other = table[table["on_rank"] != table["rank"]]
+    if len(other):
+        ranks = other.groupby("on_rank")["ns"].sum().sort_values(ascending=False)
+        text += f"; {100.0 * float(ranks.sum()) / total:.0f}% of it on other ranks (most: rank {int(ranks.index[0])})"
+    return text
+
+
+def _most(rows: pd.DataFrame) -> str:
+    """`` (most: <kernel or op> at file:line)`` for the heaviest piece of one category."""
+    what = np.where(rows["kernel"].astype(str) != "", rows["kernel"].astype(str), rows["op"].astype(str))
+    key = pd.DataFrame({"what": what, "file": rows["src_file"].astype(str), "line": rows["src_line"], "ns": rows["ns"]})
+    top = key.groupby(["what", "file", "line"], sort=False)["ns"].sum().sort_values(ascending=False)
+    if not len(top):
+        return ""
+    (name, file, line), _ = next(iter(top.items()))
+    if not name:
+        return ""
+    where = f" at {file.rsplit('/', 1)[-1]}:{int(line)}" if file and int(line) >= 0 else ""
+    return f" (most: {name[:60]}{where})"

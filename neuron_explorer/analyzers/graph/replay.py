@@ -4,58 +4,28 @@ Most edges are chain edges (the previous segment of a host thread, the previous 
 stream), so the replay solves each chain in closed form and iterates only over the cross edges:
 along a chain ``s[i] = max(s[i-1] + dur[i-1] + delay[i], o[i])`` with ``o`` the latest cross
 predecessor, which is ``s[i] = c[i] + cummax(o[k] - c[k] for k <= i)`` with ``c`` the chain's
-running sum of durations and delays: one grouped running maximum over every chain at once.
+running sum of durations and delays: one running maximum over every chain at once (each chain
+lifted above the previous one, so a single ``np.maximum.accumulate`` serves them all).
 Cross edges are then re-evaluated from the new times, until nothing moves. The rounds needed
 are the number of times the longest path switches chains (host -> device -> host at each sync),
 not the number of events. Chain heads without a cross predecessor keep their measured start.
+What an edit changes is ``edits.py``'s (``Edits``).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import lookup, ukey
-from neuron_explorer.analyzers.graph.build import _NEG, SYNC, Graph
+from neuron_explorer.analyzers.graph.build import COMMUNICATION, DEVICE, Graph, first_reaching
+from neuron_explorer.analyzers.graph.edges import _NEG, STREAM_WAIT, SYNC
+from neuron_explorer.analyzers.graph.edits import Edits, EventEdit
 from neuron_explorer.trace.errors import AnalysisError
 
 #: more rounds than this means the graph has a cycle (inconsistent clocks): refuse, do not guess
 MAX_ROUNDS = 100_000
-
-
-@dataclass(frozen=True)
-class Edits:
-    """What-if edits. ``scale``: (regex over op and kernel names, factor): matching ops (with
-    everything nested in them) and kernels take factor x their duration; a kernel whose op
-    matches is scaled with it. ``remove``: regexes whose matching events take no time and, for
-    synchronizing calls, wait for nothing. The first matching pattern wins; an event nested in
-    a matching op takes the innermost matching op's edit."""
-
-    scale: tuple[tuple[str, float], ...] = ()
-    remove: tuple[str, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.scale and not self.remove
-
-    def patterns(self) -> list[tuple[re.Pattern[str], float, bool]]:
-        out = []
-        for pattern, factor in self.scale:
-            if not (factor >= 0 and np.isfinite(factor)):
-                raise AnalysisError(f"scale factor must be a finite number >= 0: {pattern}={factor}")
-            out.append((_compile(pattern), float(factor), False))
-        out.extend((_compile(p), 0.0, True) for p in self.remove)
-        return out
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise AnalysisError(f"bad pattern {pattern!r}: {exc}") from None
 
 
 @dataclass
@@ -70,7 +40,6 @@ class Replay:
     binding: np.ndarray
     binding_edge: np.ndarray
     rounds: int
-    edge_delay: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
     edge_kept: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, bool))
 
 
@@ -80,9 +49,14 @@ def replay(graph: Graph, edits: Edits | None = None) -> Replay:
     dur = nodes["dur_ns"].to_numpy().astype(np.int64)
     keep = np.ones(len(edges), bool)
     if edits is not None and not edits.empty:
-        factor, removed = _node_factors(graph, edits)
+        factor, unblocked = node_edits(graph, edits)
         dur = np.rint(dur * factor).astype(np.int64)
-        keep &= ~((edges["kind"].to_numpy() == SYNC) & removed[edges["dst"].to_numpy()])
+        kind = edges["kind"].to_numpy()
+        src, dst = edges["src"].to_numpy(), edges["dst"].to_numpy()
+        keep &= ~((kind == SYNC) & unblocked[dst])
+        if edits.overlap_comm:
+            comm = nodes["cat"].to_numpy() == COMMUNICATION
+            keep &= ~(((kind == SYNC) | (kind == STREAM_WAIT)) & comm[src] & ~comm[dst])
     return _solve(graph, dur, keep)
 
 
@@ -90,7 +64,6 @@ def _solve(graph: Graph, dur: np.ndarray, keep: np.ndarray) -> Replay:
     nodes, edges = graph.nodes, graph.edges
     n = len(nodes)
     head = nodes["head"].to_numpy()
-    chain = nodes["chain"].to_numpy()
     measured = nodes["start_ns"].to_numpy().astype(np.int64)
     chain_delay = nodes["chain_delay_ns"].to_numpy()
     src = edges["src"].to_numpy()[keep]
@@ -109,7 +82,7 @@ def _solve(graph: Graph, dur: np.ndarray, keep: np.ndarray) -> Replay:
     root = head & ~has_cross
     bounds = np.flatnonzero(np.r_[True, dst[1:] != dst[:-1]]) if len(dst) else np.zeros(0, np.int64)
     targets = dst[bounds] if len(dst) else np.zeros(0, np.int64)
-    chain_codes = pd.factorize(chain)[0]
+    chain_no = np.cumsum(head) - 1  # dense, ascending along the (chain-sorted) nodes
     s = measured.copy()
     rounds = 0
     while True:
@@ -118,8 +91,7 @@ def _solve(graph: Graph, dur: np.ndarray, keep: np.ndarray) -> Replay:
         if len(dst):
             o[targets] = np.maximum.reduceat(s[src] + dur[src] + delay, bounds)
         o[root] = measured[root]
-        x = pd.Series(o - c).groupby(chain_codes, sort=False).cummax().to_numpy()
-        new = c + x
+        new = c + _chain_cummax(o - c, chain_no)
         if np.array_equal(new, s):
             break
         s = new
@@ -135,75 +107,164 @@ def _solve(graph: Graph, dur: np.ndarray, keep: np.ndarray) -> Replay:
         ready = s[src] + dur[src] + delay
         cross_max = np.full(n, _NEG, np.int64)
         cross_max[targets] = np.maximum.reduceat(ready, bounds)
-        first = np.flatnonzero(ready == cross_max[dst])
-        uniq, idx = np.unique(dst[first], return_index=True)
-        wins = cross_max[uniq] > chain_ready[uniq]
-        binding[uniq[wins]] = src[first[idx]][wins]
-        binding_edge[uniq[wins]] = edge_ids[first[idx]][wins]
-    return Replay(s, end, dur, binding, binding_edge, rounds, edges["delay_ns"].to_numpy(), keep)
+        first = first_reaching(dst, ready, cross_max, n)
+        wins = (first >= 0) & (cross_max > chain_ready)
+        binding[wins] = src[first[wins]]
+        binding_edge[wins] = edge_ids[first[wins]]
+    return Replay(s, end, dur, binding, binding_edge, rounds, keep)
 
 
-def _node_factors(graph: Graph, edits: Edits) -> tuple[np.ndarray, np.ndarray]:
-    """Per node: the duration factor of its edit, and whether a ``remove`` edit matched it."""
+def _chain_cummax(x: np.ndarray, chain_no: np.ndarray) -> np.ndarray:
+    """Running maximum of ``x`` restarting at each chain (chains contiguous, numbered upward)."""
+    if not len(x):
+        return x
+    real = x > _NEG // 2
+    lo = int(x[real].min()) if real.any() else 0
+    x = np.maximum(x, lo)  # (before a chain's first real value nothing is read)
+    k = int(x.max()) - lo + 1
+    if k * (int(chain_no[-1]) + 1) < 1 << 62:
+        lift = chain_no * k
+        return np.maximum.accumulate(x - lo + lift) - lift + lo
+    return pd.Series(x).groupby(chain_no, sort=False).cummax().to_numpy()
+
+
+def node_edits(graph: Graph, edits: Edits) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: the duration factor of ``edits``, and whether its synchronizing wait is dropped."""
     nodes, host, device = graph.nodes, graph.host, graph.device
-    pats = edits.patterns()
-    nh = len(host)
-    hf = np.full(nh, np.nan)
-    hrm = np.zeros(nh, bool)
-    if nh:
-        names = host["name"].astype("category")
-        values = [str(v) for v in names.cat.categories]
-        codes = names.cat.codes.to_numpy()
-        lut_f = np.full(len(values) + 1, np.nan)
-        lut_r = np.zeros(len(values) + 1, bool)
-        for i, v in enumerate(values):
-            for rx, f, rm in pats:
-                if rx.search(v):
-                    lut_f[i], lut_r[i] = f, rm
-                    break
-        hf = lut_f[np.where(codes < 0, len(values), codes)]
-        hrm = lut_r[np.where(codes < 0, len(values), codes)]
-        # nested events take their innermost matching ancestor's edit (pointer doubling)
-        parent = lookup(
-            ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
-            ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy()),
-        )
-        while True:
-            open_ = np.isnan(hf) & (parent >= 0)
-            if not open_.any():
-                break
-            p = parent[open_]
-            hf[open_] = hf[p]
-            hrm[open_] = hrm[p]
-            parent = np.where(open_, parent[np.maximum(parent, 0)], parent)
-            parent[~open_] = -1
+    nh, nd = len(host), len(device)
+    hf, hub = (
+        _pattern_host(graph, edits) if (edits.scale or edits.remove) else (np.full(nh, np.nan), np.zeros(nh, bool))
+    )
+    df = _pattern_device(graph, edits, hf) if (edits.scale or edits.remove) and nd else np.full(nd, np.nan)
+    for e in edits.events:
+        ef, eub, edf = _event_rows(graph, e)
+        hf, df = np.fmin(hf, ef), np.fmin(df, edf)
+        hub |= eub
+    if edits.nonblocking_copies and nh:
+        hub |= graph.blocking_copy
     factor = np.ones(len(nodes))
-    removed = np.zeros(len(nodes), bool)
+    unblocked = np.zeros(len(nodes), bool)
     hr = nodes["host_row"].to_numpy()
     m = hr >= 0
     if nh:
         f = hf[hr[m]]
         factor[m] = np.where(np.isnan(f), 1.0, f)
-        removed[m] = hrm[hr[m]]
+        unblocked[m] = hub[hr[m]]
     dr = nodes["device_row"].to_numpy()
     d = dr >= 0
-    if len(device):
-        names = device["name"].astype("category")
-        values = [str(v) for v in names.cat.categories]
-        lut_f = np.full(len(values) + 1, np.nan)
-        for i, v in enumerate(values):
-            for rx, f_, _rm in pats:
-                if rx.search(v):
-                    lut_f[i] = f_
-                    break
-        codes = names.cat.codes.to_numpy()
-        kf = lut_f[np.where(codes < 0, len(values), codes)]
-        if nh:  # a kernel of an edited op takes the op's edit
-            opos = lookup(
-                ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
-                ukey(device["rank"].to_numpy(), device["op_id"].to_numpy()),
-            )
-            of = np.where(opos >= 0, hf[np.maximum(opos, 0)], np.nan)
-            kf = np.where(np.isnan(kf), of, kf)
-        factor[d] = np.where(np.isnan(kf[dr[d]]), 1.0, kf[dr[d]])
-    return factor, removed
+    if nd:
+        f = df[dr[d]]
+        factor[d] = np.where(np.isnan(f), 1.0, f)
+    return factor, unblocked
+
+
+def _event_rows(graph: Graph, e: EventEdit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Host factor, host unblock and device factor rows of one ``EventEdit`` (NaN: untouched)."""
+    nh, nd = len(graph.host), len(graph.device)
+    hf = np.full(nh, np.nan)
+    hub = np.zeros(nh, bool)
+    df = np.full(nd, np.nan)
+    keys = e.keys
+    hrow = graph.host_keys.get_indexer(keys) if nh else np.zeros(0, np.int64)
+    hrow = hrow[hrow >= 0]
+    drow = graph.device_keys.get_indexer(keys) if nd else np.zeros(0, np.int64)
+    df[drow[drow >= 0]] = e.factor
+    if len(hrow):
+        covered = _covered(graph, hrow) if e.nested else _mask(nh, hrow)
+        hf[covered] = e.factor
+        if e.unblock:
+            hub = covered
+        if e.kernels and nd:
+            op = graph.device_op_row
+            kern = (op >= 0) & covered[np.maximum(op, 0)]
+            df[kern] = np.fmin(df[kern], e.factor)
+    if len(e.exempt) and nd:
+        spared = graph.device_keys.get_indexer(e.exempt)
+        df[spared[spared >= 0]] = np.nan
+    return hf, hub, df
+
+
+def edited_device_rows(graph: Graph, edits: Edits) -> np.ndarray:
+    """Rows of ``graph.device`` whose duration ``edits`` change."""
+    factor, _ = node_edits(graph, edits)
+    dr = graph.nodes["device_row"].to_numpy()
+    nk = graph.nodes["node_kind"].to_numpy()
+    hit = (dr >= 0) & (factor != 1.0) & (nk == DEVICE)
+    return np.unique(dr[hit])
+
+
+def _mask(n: int, rows: np.ndarray) -> np.ndarray:
+    m = np.zeros(n, bool)
+    m[rows] = True
+    return m
+
+
+def _covered(graph: Graph, rows: np.ndarray) -> np.ndarray:
+    """Host rows that start inside one of host events ``rows`` on its thread (nested in it)."""
+    key = graph.host_thread_key
+    lo = key[rows]
+    hi = lo + graph.host["dur_ns"].to_numpy()[rows]
+    ok = lo >= 0
+    lo, hi = lo[ok], np.maximum(hi[ok], lo[ok] + 1)  # (a zero-length event covers itself)
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])
+    pos = np.searchsorted(lo, key, side="right") - 1
+    return (key >= 0) & (pos >= 0) & (key < hi[np.maximum(pos, 0)])
+
+
+def _pattern_host(graph: Graph, edits: Edits) -> tuple[np.ndarray, np.ndarray]:
+    """Host factor and removal per row of the name patterns: an event nested in a matching op
+    takes the innermost matching op's edit."""
+    host = graph.host
+    nh = len(host)
+    hf = np.full(nh, np.nan)
+    hrm = np.zeros(nh, bool)
+    if not nh:
+        return hf, hrm
+    pats = edits.patterns()
+    lut_f, lut_r = _luts(host["name"], pats)
+    codes = _codes(host["name"])
+    hf, hrm = lut_f[codes], lut_r[codes]
+    parent = graph.host_parent.copy()
+    while True:  # pointer doubling: one pass per level of nesting
+        open_ = np.isnan(hf) & (parent >= 0)
+        if not open_.any():
+            break
+        p = parent[open_]
+        hf[open_] = hf[p]
+        hrm[open_] = hrm[p]
+        parent = np.where(open_, parent[np.maximum(parent, 0)], parent)
+        parent[~open_] = -1
+    return hf, hrm
+
+
+def _pattern_device(graph: Graph, edits: Edits, hf: np.ndarray) -> np.ndarray:
+    """Device factor per row: its own name's pattern, else its op's edit."""
+    device = graph.device
+    lut_f, _ = _luts(device["name"], edits.patterns())
+    kf = lut_f[_codes(device["name"])]
+    if len(graph.host):
+        op = graph.device_op_row
+        kf = np.where(np.isnan(kf), np.where(op >= 0, hf[np.maximum(op, 0)], np.nan), kf)
+    return kf
+
+
+def _luts(col: pd.Series, pats: list) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[type-arg]
+    """Factor and removal per distinct value of ``col`` (NaN, False: no pattern matches; the
+    last entry is for null)."""
+    cat = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    values = [str(v) for v in cat.cat.categories]
+    lut_f = np.full(len(values) + 1, np.nan)
+    lut_r = np.zeros(len(values) + 1, bool)
+    for i, v in enumerate(values):  # one per distinct name
+        for rx, f, rm in pats:
+            if rx.search(v):
+                lut_f[i], lut_r[i] = f, rm
+                break
+    return lut_f, lut_r
+
+
+def _codes(col: pd.Series) -> np.ndarray:
+    cat = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    codes = cat.cat.codes.to_numpy().astype(np.int64)
+    return np.where(codes < 0, len(cat.cat.categories), codes)

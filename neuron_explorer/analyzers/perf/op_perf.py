@@ -132,6 +132,8 @@ def op_perf(frames: TraceFrames, spec: DeviceSpec | None) -> tuple[pd.DataFrame,
     table = empty_op_perf()
     if (owner >= 0).any():
         table, event_group, share = _group_table(frames, work, spec, total_ns)
+        # each work unit's row in the table, so a finding on a row can name its work (rules/_edits.py)
+        frames.memo("op_perf_units", lambda: (event_group, owner, dur, work.host_only))
         has = event_group >= 0
         g = event_group[has]
         event_cat[has] = np.array([CAT_INDEX[c] for c in table["category"]], np.int64)[g]

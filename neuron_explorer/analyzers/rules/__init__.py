@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
-from neuron_explorer.analyzers.ledger import settle_costs
+from neuron_explorer.analyzers.ledger import price_by_replay, settle_costs
 from neuron_explorer.analyzers.rules.registry import RULES, Rule, RuleContext, RuleSkipped, rule
 
 if TYPE_CHECKING:
@@ -57,8 +57,10 @@ def run_rules(
             skipped.append((r.id, reason if reason.startswith("skipped") else f"skipped: {reason}"))
             continue
         findings.extend(cap_severity_by_cost(found, r, analysis))
-    # each cost becomes a part of one attribution category no other finding claims (the ledger),
-    # and a claim cut below the severity floor by that is shown as info too
+    # a fix that is an edit is priced by replay, the others' costs become a part of one
+    # attribution category no other finding claims (the ledger); a claim cut below the severity
+    # floor by that is shown as info too
+    analysis.fixes = price_by_replay(findings, frames)
     findings = settle_costs(findings, analysis.attribution)
     for f in findings:
         cap_severity_by_cost([f], RULES[f.rule_id], analysis)

@@ -9,6 +9,7 @@ from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAME
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.kernels import uses_tensor_cores
+from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._advice import compile_advice, fused_optimizer_advice
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms, of_wall
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
@@ -212,6 +213,11 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
                 "non_tensor_core_ns": metric(int(non_tc_ns), "ns"),
             },
             cost_ns=int(non_tc_ns * 0.5),  # tensor cores typically at least halve GEMM time
+            edits=_edits.scaled(
+                dev[dev["name"].astype(str).isin(set(gemm.loc[~tc, "name"]))],
+                0.5,
+                "GEMMs on tensor cores (half their time)",
+            ),
             event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
             source_lines=lines_from(ev, "dur_ns"),
             recommendation=reduced_precision_advice(hw, ctx.frames.run_kind),
@@ -319,6 +325,7 @@ def fp32_amp(ctx: RuleContext) -> list[Finding]:
             message=f"Matmul/conv ops with float32 inputs launched {ms(fp32_ns)} of device work ({pct:.1f}%).",
             metrics={"fp32_matmul_pct": metric(pct, "%"), "fp32_matmul_ns": metric(int(fp32_ns), "ns")},
             cost_ns=int(fp32_ns * 0.5),
+            edits=_edits.scaled(ev, 0.5, "fp32 matmuls under autocast (half their time)"),
             event_ids=[int(x) for x in ev.nlargest(5, "dur_ns")["event_id"]],
             source_lines=lines_from(ev, "dur_ns"),
             recommendation=reduced_precision_advice(ctx.frames.hardware, ctx.frames.run_kind),

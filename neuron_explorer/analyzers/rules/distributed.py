@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.graph.edits import Edits
 from neuron_explorer.analyzers.links import instance_type, peak_for
 from neuron_explorer.analyzers.rules._evidence import lines_from, ms, ranges
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
@@ -61,6 +62,7 @@ def exposed_comm(ctx: RuleContext) -> list[Finding]:
             },
             cost_ns=int(exposed),
             category="communication",
+            edits=Edits(overlap_comm=True),
             time_ranges=tr,
             event_ids=ids,
             source_lines=lines_from(comm, "dur_ns"),

@@ -12,6 +12,7 @@ from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
+from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._advice import compile_advice
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
@@ -105,6 +106,7 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
             },
             cost_ns=int(blocked),
             category="host_blocked",
+            edits=_edits.unblock(loop, f"{len(loop)} synchronizing calls in steps wait for nothing"),
             time_ranges=tr,
             event_ids=ids,
             source_lines=lines_from(src, "dur_ns"),
@@ -175,6 +177,7 @@ def dataloader_stall(ctx: RuleContext) -> list[Finding]:
             },
             cost_ns=int(load_ns),
             category="data_loading",
+            edits=_edits.scaled(real if len(real) else span, 0.0, "the batches are ready when asked for"),
             time_ranges=tr,
             event_ids=ids,
             source_lines=lines_from(inside, inside_self, n=5, user_only=False),
@@ -295,6 +298,7 @@ def host_hotspot(ctx: RuleContext) -> list[Finding]:
             ),
             metrics={"host_pct": metric(pct, "%"), "python_ns": metric(top["python_ns"], "ns")},
             cost_ns=int(sum(x["python_ns"] for x in lines)),
+            edits=_edits.self_time(_python_at(ctx, lines), 0.0, f"the own Python of {len(lines)} line(s) removed"),
             source_lines=lines,
             recommendation=(
                 "Vectorize the Python loop with tensor operations, move preprocessing into DataLoader "
@@ -388,6 +392,7 @@ def python_overhead(ctx: RuleContext) -> list[Finding]:
             metrics={"python_pct": metric(pct, "%"), "python_ns": metric(int(python_ns), "ns")},
             cost_ns=int(python_ns),
             category="host_python",
+            edits=_edits.self_time(py, 0.0, "Python outside framework ops removed"),
             source_lines=lines_from(py, py_self),
             recommendation=(
                 "Profile the Python between ops (the source lines listed); vectorize or cache that work, "
@@ -429,3 +434,12 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
             ),
         )
     ]
+
+
+def _python_at(ctx: RuleContext, lines: list[dict[str, Any]]) -> pd.DataFrame:
+    """The Python frame events at the given user source lines (their own time is the line's)."""
+    host = ctx.frames.host
+    py = host[(host["kind"] == Kind.PYTHON).to_numpy()]
+    want = {(str(x["file"]), int(x["line"])) for x in lines}
+    at = [(str(f), int(n)) in want for f, n in zip(py["src_file"].astype(object), py["src_line"].fillna(-1))]
+    return py[np.asarray(at, bool)]

@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls, exposed_ns
-from neuron_explorer.analyzers.context import ukey
+from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import activations_by_module, at_peak_view
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
 from neuron_explorer.analyzers.queued import copy_queue_split
+from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -39,6 +40,16 @@ def _memcpys(ctx: RuleContext) -> pd.DataFrame:
     if not len(m):
         raise RuleSkipped("skipped: needs device memcpy events")
     return m
+
+
+def launched_by(frames: TraceFrames, calls: pd.DataFrame) -> pd.DataFrame:
+    """The device work (copies) the runtime calls ``calls`` launched."""
+    dev = frames.device
+    pos = lookup(
+        ukey(calls["rank"].to_numpy(), calls["event_id"].to_numpy()),
+        ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()),
+    )
+    return dev[pos >= 0]
 
 
 @rule(
@@ -96,6 +107,13 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     if pct < ctx.threshold("min_pct"):  # the copies wait for the queue: pinning them saves nothing
         return [
             ctx.finding(
+                # what faster copies would save: their transfers gone, the calls still waiting
+                edits=_edits.scaled(
+                    launched_by(ctx.frames, loop),
+                    0.0,
+                    f"the own transfers of {len(loop)} blocking copies take no time (the calls still wait for the "
+                    "work queued before them)",
+                ),
                 title=f"{waiting} blocking copies wait {ms(queued)} for device work queued before them",
                 message=(
                     f"{len(copies)} copy calls held the host for {ms(blocked)} with the device running nothing; "
@@ -124,6 +142,7 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
                 + issued
                 + "."
             ),
+            edits=_edits.unblock(loop, f"{len(loop)} blocking copies made asynchronous (pinned, non_blocking=True)"),
             recommendation=(
                 "Copy through pinned memory without blocking: DataLoader(..., pin_memory=True) or tensor.pin_memory(), "
                 "then tensor.to(device, non_blocking=True); keep results on the device instead of .cpu()/.item()/"

@@ -18,6 +18,7 @@ from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.perf.devices import DeviceSpec, lookup, spec_from_dict
 from neuron_explorer.analyzers.perf.shapes import short_dtypes, short_shapes
+from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -206,6 +207,12 @@ def op_below_roofline(ctx: RuleContext) -> list[Finding]:
                     "kernel_time_ns": metric(int(kernel_ns), "ns"),
                 },
                 cost_ns=int(kernel_ns * (1 - row["pct_of_peak"] / 100.0)),
+                edits=_edits.op_group(
+                    ctx.frames,
+                    int(row.name),
+                    kernel_ns * (1 - row["pct_of_peak"] / 100.0),
+                    f"{row['name']} {short_shapes(row['shapes'])} at its roof",
+                ),
                 source_lines=lines,
                 recommendation=fix,
             )
@@ -294,6 +301,7 @@ def eager_attention(ctx: RuleContext) -> list[Finding]:
                 "bmm_ns": metric(int(t.loc[gemm_rows, "kernel_time_us"].sum() * 1e3), "ns"),
             },
             cost_ns=int(ns * 0.5),  # fused attention at least halves it; the score traffic disappears
+            edits=_fused(ctx, part.index, "softmax and bmm fused (half their time)"),
             source_lines=lines,
             recommendation=(
                 "Replace the matmul-softmax-matmul with torch.nn.functional.scaled_dot_product_attention(q, k, v, "
@@ -301,3 +309,17 @@ def eager_attention(ctx: RuleContext) -> list[Finding]:
             ),
         )
     ]
+
+
+def _fused(ctx: RuleContext, groups: Any, label: str) -> Any:
+    """The work of ``op_perf`` rows ``groups`` at half its time, as one edit."""
+    parts = [
+        _edits.op_group(ctx.frames, int(g), 0.5e3 * float(ctx.analysis.op_perf.loc[g, "kernel_time_us"]), label)
+        for g in groups
+    ]
+    events = [e.events[0] for e in parts if e is not None]
+    if not events:
+        return None
+    rank = np.concatenate([e.rank for e in events])
+    ids = np.concatenate([e.event_id for e in events])
+    return _edits.scaled(pd.DataFrame({"rank": rank, "event_id": ids}), 0.5, label)

@@ -28,7 +28,7 @@ from neuron_explorer.collectors.neuron.model import DeviceProfile
 from neuron_explorer.trace.model import Trace, conform
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind, Precision
 
-ID_COLUMNS = ("parent_id", "launch_id", "op_id", "fwd_id")
+ID_COLUMNS = ("parent_id", "launch_id", "op_id", "fwd_id", "capture_op_id")
 #: Longest accepted delay between a framework launch call and the execution it started.
 DEFAULT_MAX_GAP_NS = 50_000_000
 

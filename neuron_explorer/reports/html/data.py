@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer import __version__
+from neuron_explorer.analyzers.context import ukey
+from neuron_explorer.reports.fixes import fixes_line
 from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
 from neuron_explorer.reports.location import Locations, function_level_hint
@@ -154,11 +156,44 @@ MEMORY_COLUMNS = (
 )
 
 
+#: the critical path's composition, summed over the steps shown (analyzers/graph/critical.py)
+CRITICAL_PATH_COLUMNS = (
+    ("category", "On the critical path", "text"),
+    ("what", "Op / kernel", "text"),
+    ("location", "Source line", "text"),
+    ("on_rank", "Rank", "int"),
+    ("ns", "Time", "ns"),
+    ("pct", "% of the path", "pct"),
+)
+
+
+def critical_path_rows(cp: pd.DataFrame | None, where: Locations) -> pd.DataFrame:
+    """The critical path summed over steps, per category, op or kernel, line and rank."""
+    if cp is None or not len(cp):
+        return pd.DataFrame({c: pd.Series(dtype="object") for c, _, _ in CRITICAL_PATH_COLUMNS})
+    what = cp["kernel"].where(cp["kernel"].astype(str) != "", cp["op"]).astype(str)
+    df = cp.assign(what=what)
+    g = df.groupby(["category", "what", "src_file", "src_line", "on_rank"], sort=False)["ns"].sum().reset_index()
+    g["location"] = [
+        where.format(f, int(n)) if f and int(n) >= 0 else "" for f, n in zip(g["src_file"].astype(str), g["src_line"])
+    ]
+    g["pct"] = 100.0 * g["ns"] / float(g["ns"].sum())
+    return g.sort_values("ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def critical_keys(analysis: Analysis) -> np.ndarray:
+    """(rank, event id) keys of the events on the critical paths."""
+    ev = analysis.critical_events
+    if ev is None or not len(ev):
+        return np.zeros(0, np.int64)
+    return np.unique(ukey(ev["on_rank"].to_numpy(), ev["event_id"].to_numpy()))
+
+
 def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data (see docs/report.md, "The data")."""
     strings = StringTable()
     where = Locations.for_analysis(analysis)
-    timeline = build_timeline(trace, analysis.steps, strings, where)
+    timeline = build_timeline(trace, analysis.steps, strings, where, critical_keys(analysis))
     kernels = table(_readable_kernels(analysis.kernels), KERNEL_COLUMNS, titles={"name": "mangled"})
     ops = table(analysis.ops, OP_COLUMNS)
     line_rows = source_line_rows(analysis.source_lines, where)
@@ -175,6 +210,8 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
         "version": __version__,
         "header": header(trace, analysis, title),
         "findings": [finding_view(f, where) for f in analysis.findings],
+        "fixes_text": fixes_line(analysis.fixes) or "",
+        "critical_path_text": str(analysis.summary.get("critical_path") or ""),
         "skipped": [{"rule_id": str(r), "reason": str(why)} for r, why in analysis.skipped],
         "figures": {
             "breakdown": figures.breakdown_figure(analysis.attribution),
@@ -196,6 +233,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             "ranks": table(rank_rows(analysis), RANK_COLUMNS),
             "collectives": table(skewed_collectives(analysis), COLLECTIVE_COLUMNS),
             "collective_sizes": table(analysis.collective_sizes, COLLECTIVE_SIZE_COLUMNS),
+            "critical_path": table(critical_path_rows(analysis.critical_path, where), CRITICAL_PATH_COLUMNS),
             # Trainium: the kernel window and the per-engine table (empty elsewhere)
             "neuron_summary": table(getattr(analysis, "neuron_summary", None), NEURON_SUMMARY_COLUMNS),
             "neuron_engines": table(getattr(analysis, "neuron_engines", None), NEURON_ENGINE_COLUMNS),
@@ -270,6 +308,10 @@ def finding_view(f: Any, where: Locations | None = None) -> dict[str, Any]:
         "metrics_text": {k: format_metric(v) for k, v in metrics.items()},
         "threshold_text": {k: format_metric(v) for k, v in threshold.items()},
         "cost_text": format_quantity(int(d.get("cost_ns") or 0), "ns"),
+        # how the cost was found: "replay" (what the fix saves, fix_edit) or "attribution"
+        "cost_method": str(d.get("cost_method") or "attribution"),
+        "fix_edit": str(d.get("fix_edit") or ""),
+        "refers_to": d.get("refers_to"),
         "time_ranges": len(d.get("time_ranges") or []),
         "events": len(d.get("event_ids") or []),
         "source_lines": lines[:10],

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.analyzers.context import ukey
 from neuron_explorer.reports.colors import kind_color
 from neuron_explorer.reports.html.timeline_events import nesting_depth, step_entry
 from neuron_explorer.reports.location import Locations
@@ -65,12 +66,18 @@ class StringTable:
 
 
 def build_timeline(
-    trace: Trace, steps: pd.DataFrame, strings: StringTable, where: Locations | None = None
+    trace: Trace,
+    steps: pd.DataFrame,
+    strings: StringTable,
+    where: Locations | None = None,
+    critical: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The timeline payload: the steps shown, their lanes, rows and events.
 
     ``steps`` has one row per (rank, step) with ``start_ns`` and ``dur_ns`` (the analysis'
-    step table); when it is empty the whole trace is one window (step -1).
+    step table); when it is empty the whole trace is one window (step -1). ``critical``: the
+    (rank, event id) keys (``context.ukey``) of the events on the critical paths, which the
+    page outlines (``ev.crit``).
     """
     payload: dict[str, Any] = {
         "kinds": list(TIMELINE_KINDS),
@@ -100,6 +107,8 @@ def build_timeline(
     events["kind_code"] = kind_code[rows]
     events["step_key"] = step_key[rows]
     events["depth"] = depth[rows]
+    if critical is not None and len(critical):
+        events["crit"] = np.isin(ukey(ids["rank"][rows], ids["event_id"][rows]), critical)
     step_budget = max(1_000, min(STEP_BUDGET, PAGE_BUDGET // max(1, len(chosen))))
     groups = dict(iter(events.groupby("step_key", sort=False)))
     for row in per_step[per_step["step"].isin(chosen)].itertuples(index=False):

@@ -104,6 +104,8 @@ def step_entry(
             "link": _launch_links(ev).tolist(),
             "id": ev["event_id"].to_numpy().tolist(),
             "args": _args_codes(ev, strings).tolist(),
+            # 1: on the critical path of its rank's step (analyzers/graph), outlined on the page
+            "crit": ev["crit"].astype(int).tolist() if "crit" in ev else [0] * len(ev),
         },
     }
 

@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
+from neuron_explorer.reports.fixes import cost_phrase
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.trace.units import format_line_value
 from neuron_explorer.tui.format import Phrases, fmt_metric, fmt_ns
@@ -132,7 +133,8 @@ def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None =
     parts: list[Any] = [
         Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold")),
         Text(
-            f"{f.rule_id} · estimated cost {fmt_ns(f.cost_ns)}" + (f" · rank {f.rank}" if f.rank is not None else ""),
+            f"{f.rule_id} ·{cost_phrase(f).strip(' ()') or ' no cost'}"
+            + (f" · rank {f.rank}" if f.rank is not None else ""),
             style="dim",
         ),
         Text(""),

@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from neuron_explorer.reports.colors import part_color
 from neuron_explorer.trace.warmup import steady_durations
+from neuron_explorer.tui.critical import critical_path_renderable
 from neuron_explorer.tui.format import fmt_ns, pack_phrases, zero_based_bars
 from neuron_explorer.tui.snapshots import Overview
 
@@ -184,6 +185,9 @@ class OverviewPane(VerticalScroll):
         parts.append(table if findings else Text("no findings: no rule fired", style="green"))
         if len(analysis.findings) > TOP_FINDINGS:
             parts.append(Text(f"… {len(analysis.findings) - TOP_FINDINGS} more in Findings (2)", style="dim"))
+        critical = critical_path_renderable(analysis)
+        if critical is not None:
+            parts.append(critical)
         self.query_one("#overview-findings", Static).update(Group(*parts))
 
     def show_analysis_error(self, message: str) -> None:

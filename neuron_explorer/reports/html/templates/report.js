@@ -69,6 +69,7 @@
     var box = document.getElementById("findings-list");
     var wall = DATA.header.wall_ns;
     if (!DATA.findings.length) box.appendChild(el("p", { class: "empty" }, "No rule fired on this trace."));
+    if (DATA.fixes_text) box.appendChild(el("p", { class: "fixes" }, DATA.fixes_text));
     DATA.findings.forEach(function (f, i) {
       var art = el("article", { class: "finding sev-" + (["info", "warning", "error"].indexOf(f.severity) >= 0 ? f.severity : "info") });
       var h3 = el("h3");
@@ -76,11 +77,18 @@
       h3.appendChild(el("span", null, (i + 1) + ". " + f.title));
       if (f.cost_ns > 0) {
         var pct = wall > 0 ? " (" + (100 * f.cost_ns / wall).toFixed(1) + "% of wall time)" : "";
-        h3.appendChild(el("span", { class: "cost" }, "costs ~" + f.cost_text + pct));
+        var how = f.cost_method === "replay" ? "fix saves ~" : "costs ~";
+        h3.appendChild(el("span", { class: "cost", title: f.cost_method === "replay"
+          ? "replayed on the run's dependency graph with the fix as an edit" : "a part of its step-time category" },
+          how + f.cost_text + pct));
       }
       h3.appendChild(el("span", { class: "rule" }, f.rule_id + (f.rank != null ? " · rank " + f.rank : "")));
       art.appendChild(h3);
       art.appendChild(el("p", null, f.message));
+      if (f.cost_method === "replay") {
+        art.appendChild(el("p", { class: "fix-edit" }, "Priced by replay: " + (f.fix_edit || "the fix as an edit") +
+          (f.refers_to ? " (shared kernels priced under " + f.refers_to + ")" : "")));
+      }
       var names = Object.keys(f.metrics);
       if (names.length) {
         var m = el("div", { class: "metrics" });
@@ -209,6 +217,19 @@
       flush(cur);
     }
     var data = traces.filter(function (t) { return t.x.length; }), annotations = [];
+    // the critical path: the events on it outlined (merged like the bars when zoomed out)
+    var crit = { type: "bar", orientation: "h", name: "critical path", hoverinfo: "skip", x: [], base: [], y: [],
+      customdata: [], marker: { color: "rgba(0,0,0,0)", line: { width: 2, color: cssVar("--critical") || "#d62728" } } };
+    var px2 = (x1 - x0) / PIXELS, last = null;
+    vis.forEach(function (j) {
+      if (!e.crit || !e.crit[j]) return;
+      var end = e.start[j] + e.dur[j];
+      if (last && last.row === e.row[j] && e.start[j] <= last.end + px2) { last.end = Math.max(last.end, end); return; }
+      if (last) { crit.base.push(last.start / 1e6); crit.x.push(Math.max(last.end - last.start, 1) / 1e6); crit.y.push(last.row); crit.customdata.push(-1); }
+      last = { row: e.row[j], start: e.start[j], end: end };
+    });
+    if (last) { crit.base.push(last.start / 1e6); crit.x.push(Math.max(last.end - last.start, 1) / 1e6); crit.y.push(last.row); crit.customdata.push(-1); }
+    if (crit.x.length) data.push(crit);
     var sel = tl.selected;
     if (sel >= 0) {
       data.push({ type: "bar", orientation: "h", name: "selected", showlegend: false, hoverinfo: "skip",
@@ -418,6 +439,12 @@
   var F = DATA.figures;
   plot("breakdown", F.breakdown, "No step breakdown: the trace has no host or device spans.");
   renderTimeline();
+  if (DATA.tables.critical_path && DATA.tables.critical_path.shown_rows) {
+    document.getElementById("critical-path-text").textContent = DATA.critical_path_text || "";
+    renderTable("critical_path");
+  } else {
+    document.getElementById("critical").remove();
+  }
   if (DATA.tables.ranks.shown_rows) {  // (a multi-rank trace only)
     document.getElementById("ranks").hidden = false;
     renderTable("ranks");
