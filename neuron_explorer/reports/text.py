@@ -34,7 +34,7 @@ def render(
     s = a.summary
     console.print(f"[bold]{escape(printable(s['source'] or 'trace'))}[/bold]")
     console.print(
-        f"{s['num_events']:,} events, wall {fmt_ns(s['wall_ns'])}, {s['num_steps']} step(s), ranks {s['ranks']}, "
+        f"{s['num_events']:,} events, span {fmt_ns(s['wall_ns'])}, {s['num_steps']} step(s), ranks {s['ranks']}, "
         f"devices {', '.join(s['devices']) or 'cpu only'}"
     )
     console.print(f"[bold]Verdict:[/bold] {escape(printable(s['verdict']))}")
@@ -190,7 +190,11 @@ def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
     present = [c for c in CATEGORY_NAMES if len(at) and at[f"{c}_ns"].sum() > 0]
     host_only = bool(len(at)) and bool((at["device"] < 0).all())
     labels = HOST_ONLY_SHORT if host_only else SHORT_LABELS
-    columns = [Column("rank"), Column("device", "text", short="dev"), Column("wall")]
+    columns = [
+        Column("rank"),
+        Column("device", "text", short="dev"),
+        Column("profiled", short="time", meaning="the step windows summed"),
+    ]
     for c in present:
         label = labels[c]
         columns.append(Column(label, short=TINY_LABELS.get(label), meaning=label))
@@ -208,7 +212,7 @@ def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
     return columns, rows
 
 
-ATTRIBUTION_TITLE = "Where step time went (% of wall time; docs/rules.md)"
+ATTRIBUTION_TITLE = "Where the profiled time went (% of every step window, warm-up included; docs/rules.md)"
 
 
 def print_attribution(console: Any, a: Analysis) -> None:

@@ -84,12 +84,12 @@ def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> l
         if f.severity != "info" and f.cost_ns < limit:
             f.message = (
                 f"{f.message} (Shown as info, not {f.severity}: it costs {100.0 * f.cost_ns / wall:.1f}% of the "
-                f"wall time, under {MIN_COST_PCT_ABOVE_INFO:g}%.)"
+                f"profiled time, under {MIN_COST_PCT_ABOVE_INFO:g}%.)"
             )
             f.severity = "info"
         elif f.severity == "warning" and f.cost_ns >= dominant:
             f.message = (
-                f"{f.message} (Shown as error: it costs {100.0 * f.cost_ns / wall:.0f}% of the wall time, "
+                f"{f.message} (Shown as error: it costs {100.0 * f.cost_ns / wall:.0f}% of the profiled time, "
                 f"{MIN_COST_PCT_FOR_ERROR:g}% or more.)"
             )
             f.severity = "error"

@@ -80,9 +80,10 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
                 f"Largest gap: {ms(gap[top[0]]) if len(top) else 'n/a'}."
                 + (
                     f" {ms(untraced)} of it the host ran nothing the profiler recorded (record with "
-                    "with_stack=True to see the Python)."
+                    "with_stack=True to see the Python): that part is this finding's cost; the rest of the idle "
+                    "time is billed to the findings that name its cause."
                     if untraced
-                    else ""
+                    else " Each part of the idle time is billed to the finding that names its cause, none to this one."
                 )
             ),
             metrics={

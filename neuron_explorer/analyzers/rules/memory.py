@@ -359,7 +359,8 @@ def alloc_churn(ctx: RuleContext) -> list[Finding]:
             message=(
                 f"{'Each step allocates' if steps else 'The trace allocates'} "
                 f"{format_quantity(worst['alloc_bytes_per_step'], 'bytes')} in {worst['allocs_per_step']:.0f} "
-                f"blocks while the peak footprint is {format_quantity(worst['peak_allocated_bytes'], 'bytes')}."
+                f"blocks while the peak footprint is {format_quantity(worst['peak_allocated_bytes'], 'bytes')}; "
+                f"the allocation calls take {ms(alloc_ops['dur_ns'].sum())}."
             ),
             metrics={
                 "allocs_per_step": metric(worst["allocs_per_step"], step_unit("allocs", steps)),

@@ -53,6 +53,7 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
             message=(
                 f"Steady steps: p50 {ms(med)}, p95 {ms(stats['p95_ns'])}, max {ms(steady['dur_ns'].max())}; "
                 f"outliers: {', '.join(f'step {int(r.step)} ({r.dev_from_median_pct:+.0f}%)' for r in out.itertuples()) or 'none'}."
+                + (f" The outlier steps took {ms(extra)} more than the median (the cost)." if extra else "")
             ),
             metrics={
                 "cv_pct": metric(cv, "%"),

@@ -89,7 +89,9 @@ class OverviewPane(VerticalScroll):
         self.query_one("#overview-facts").border_title = "Trace"
         self.query_one("#overview-steps").border_title = "Step times"
         self.query_one("#overview-devices").border_title = "Devices"
-        self.query_one("#overview-breakdown").border_title = "Where step time goes"
+        self.query_one(
+            "#overview-breakdown"
+        ).border_title = "Where the profiled time goes (every step, warm-up included)"
         self.query_one("#overview-findings").border_title = "Top findings"
         ranks = self.query_one("#overview-ranks")
         ranks.border_title = "Ranks (the busiest first; last = times it arrived last at a collective)"
