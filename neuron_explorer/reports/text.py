@@ -212,7 +212,7 @@ def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
     return columns, rows
 
 
-ATTRIBUTION_TITLE = "Where the profiled time went (% of every step window, warm-up included; docs/rules.md)"
+ATTRIBUTION_TITLE = "Where the profiled time went (all steps; docs/rules.md)"
 
 
 def print_attribution(console: Any, a: Analysis) -> None:

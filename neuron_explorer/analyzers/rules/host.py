@@ -57,7 +57,7 @@ def _host_window_pieces(ctx: RuleContext, inner: pd.DataFrame, outer: pd.DataFra
     "sync_in_loop",
     family="host",
     title="Host-device synchronization in the loop",
-    thresholds={"min_per_step": (1.0, "syncs/step"), "min_pct": (1.0, "% of wall")},
+    thresholds={"min_per_step": (1.0, "syncs/step"), "min_pct": (1.0, "% of step time")},
 )
 def sync_in_loop(ctx: RuleContext) -> list[Finding]:
     """The host blocks on the device inside the steps (``.item()``, ``.cpu()``, ``print(loss)``,

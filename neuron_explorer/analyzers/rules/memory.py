@@ -53,7 +53,10 @@ def launched_by(frames: TraceFrames, calls: pd.DataFrame) -> pd.DataFrame:
 
 
 @rule(
-    "sync_memcpy", family="memory", title="Synchronous or pageable memcpy", thresholds={"min_pct": (0.5, "% of wall")}
+    "sync_memcpy",
+    family="memory",
+    title="Synchronous or pageable memcpy",
+    thresholds={"min_pct": (0.5, "% of step time")},
 )
 def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     """Copies that block the host: a blocking runtime call (``cudaMemcpy``, ``hipMemcpyWithStream``)

@@ -49,7 +49,7 @@ ADVICE = {
     "device_queue_wait",
     family="device",
     title="Device idle with launched work queued",
-    thresholds={"min_pct": (5.0, "% of wall")},
+    thresholds={"min_pct": (5.0, "% of step time")},
     needs="device events with their launches",
 )
 def device_queue_wait(ctx: RuleContext) -> list[Finding]:
