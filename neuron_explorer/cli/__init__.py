@@ -103,6 +103,37 @@ def _load(module: str) -> ModuleType | None:
         raise
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A command's docstring as its help, fitted to the terminal: prose paragraphs are wrapped to
+    the width; indented lines are kept as written (an example command stays one line to copy),
+    except a two-column line ("  name   what it does", the tool list) too long for the width,
+    whose second column wraps under itself instead of the terminal cutting a word."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import re
+        import textwrap
+
+        out: list[str] = []
+        for paragraph in re.split(r"\n\s*\n", text):
+            lines = paragraph.splitlines()
+            if not lines:
+                continue
+            if not any(line.startswith((" ", "\t")) for line in lines):  # prose: re-wrap it
+                body = " ".join(x.strip() for x in lines)
+                out.append(textwrap.fill(body, width, initial_indent=indent, subsequent_indent=indent))
+                continue
+            kept = []
+            for line in lines:
+                two_columns = re.match(r"(\s+\S+\s{2,})\S", line)
+                if len(indent + line) <= width or two_columns is None:
+                    kept.append(indent + line)
+                    continue
+                hang = indent + " " * len(two_columns.group(1))
+                kept.append(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=hang))
+            out.append("\n".join(kept))
+        return "\n\n".join(out)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, but help on a closed pipe raises (argparse would swallow the error and
     exit 0 with the help half written): ``main`` ends it with the status of a closed pipe."""
@@ -136,7 +167,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             name,
             help=summary or doc.splitlines()[0],
             description=doc,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_HelpFormatter,
         )
         module.prepare_parser(p)
         p.set_defaults(_run=module.run)

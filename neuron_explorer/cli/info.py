@@ -60,7 +60,10 @@ def _json_default(o: Any) -> Any:
 
 
 def _ms(ns: float | int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+    """A duration as analyze and every other output show it ("4.91 s", "297 µs")."""
+    from neuron_explorer.trace.units import format_duration
+
+    return "-" if ns is None else format_duration(ns)
 
 
 def _pct(part: int, whole: int) -> str:
