@@ -133,7 +133,7 @@ def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None =
     parts: list[Any] = [
         Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold")),
         Text(
-            f"{f.rule_id} ·{cost_phrase(f).strip(' ()') or ' no cost'}"
+            f"{f.rule_id} · {cost_phrase(f).strip(' ()') or 'no cost'}"
             + (f" · rank {f.rank}" if f.rank is not None else ""),
             style="dim",
         ),
