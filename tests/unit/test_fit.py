@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from neuron_explorer.reports.fit import Column, distinct, fit, middle, plain_table, printable
 
 CUTLASS = [
@@ -82,7 +84,7 @@ def test_prose_breaks_only_between_a_figure_and_the_next_words() -> None:
             lines = [x.plain for x in wrap_prose(Text(text), width, hang=3)]
             assert " ".join(x.strip() for x in lines) == text.replace(KEEP, " ")  # nothing lost or added
             assert all(len(x) <= width for x in lines), (width, lines)
-            for a, b in zip(lines, lines[1:]):
+            for a, b in itertools.pairwise(lines):
                 assert not (a[-1].isdigit() and b.strip()[0] in "µmn%sk"), (a, b)  # "8.22" / "µs" never apart
                 assert not a.endswith("_ns") and not a.endswith("_pct"), (a, b)  # a metric keeps its value
     styled = Text.assemble(("WARNING", "yellow"), " ", ("a title long enough to wrap onto two lines", "bold"))
