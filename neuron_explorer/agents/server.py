@@ -188,7 +188,7 @@ def build_server(
         the top issue), its summary (wall_ns: the span of the steps, num_steps, step_p50_ns, ranks,
         devices, torch_version, and the share of the profiled time, every step window summed, in
         each attribution category as *_pct percent:
-        compute, communication, copy, host_blocked, device_wait, data_loading, host_launch,
+        one_time, compute, communication, copy, host_blocked, device_wait, data_loading, host_launch,
         host_python, untraced), step statistics, the three costliest findings
         (rule_id, severity, title, cost_ns), the memory summary, and the trace's facts (events by
         kind, devices and streams, steps, how many events carry source lines, link coverage).

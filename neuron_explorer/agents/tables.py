@@ -22,7 +22,7 @@ from neuron_explorer.trace.schema import COLUMNS
 #: What one row of each metrics table is (the tables `neuron-explorer metrics` writes, same columns).
 METRICS_TABLES: dict[str, str] = {
     "steps": "One row per rank and profiler step: start_ns, end_ns, dur_ns, warm-up and outlier flags.",
-    "attribution": "One row per rank, step and device: wall_ns split into exclusive categories by priority (compute, "
+    "attribution": "One row per rank, step and device: wall_ns split into exclusive categories by priority (one_time, compute, "
     "communication, copy, host_blocked, device_wait, data_loading, host_launch, host_python, untraced; *_ns and *_pct); "
     "they sum to wall_ns. The verdict and every finding's cost come from it.",
     "breakdown": "One row per rank, step and device: the TensorBoard-plugin split of wall_ns into compute, memcpy, "

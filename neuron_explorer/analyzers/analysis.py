@@ -28,15 +28,16 @@ from neuron_explorer.analyzers import (
     ops,
     overlap,
     perf,
-    queued,
     ranks,
     source_lines,
     steps,
+    verdict,
 )
 from neuron_explorer.analyzers.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 from neuron_explorer.analyzers.perf import DeviceSpec
 from neuron_explorer.trace.errors import AnalysisError
+from neuron_explorer.trace.line_coverage import line_coverage
 from neuron_explorer.trace.model import Trace
 
 #: Version of the JSON document ``Analysis.to_dict`` produces (docs/rules.md, "JSON schema").
@@ -347,8 +348,11 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         **{f"{c}_pct": 100.0 * float(totals[f"{c}_ns"]) / wall_sum for c in attribution.CATEGORY_NAMES},
         "num_findings": len(a.findings),
         "top_finding": top.title if top else None,
+        # op time and device time by source precision (trace.line_coverage; info shows the same)
+        "line_coverage": line_coverage(trace),
     }
-    summary["verdict"] = _verdict(summary, top)
+    summary["one_time"] = verdict.one_time_summary(frames, a.attribution, a.rank_steps, a.steps, a.step_stats)
+    summary["verdict"] = verdict.verdict(summary, top)
     neuron = neuron_summary.neuron_overview(frames.metadata)
     if neuron:
         summary["neuron"] = neuron
@@ -372,23 +376,3 @@ def _torch_version(meta: Mapping[str, Any], trace_meta: Mapping[str, Any]) -> st
             if source.get(key):
                 return str(source[key])
     return None
-
-
-def _verdict(summary: Mapping[str, Any], top: Finding | None) -> str:
-    """One sentence: the largest category of the step-time attribution and what to look at first."""
-    labels = attribution.HOST_ONLY_LABELS if summary["device_types"] == ["cpu"] else attribution.CATEGORY_LABELS
-    name = max(attribution.CATEGORY_NAMES, key=lambda c: summary[f"{c}_pct"])
-    text = f"Mostly {labels[name]} ({summary[f'{name}_pct']:.0f}% of step time)"
-    if top is not None and top.rule_id == "device_queue_wait" and name in ("host_blocked", "device_wait"):
-        # the host blocks on a queue that waits on a dependency: name what the device waits on
-        waits = {c: top.metrics.get(f"{c}_ns", {}).get("value", 0) for c in queued.WAIT_LABELS}
-        on = queued.WAIT_LABELS[max(waits, key=lambda c: waits[c])]
-        pct = top.metrics["queued_idle_pct"]["value"]
-        text += (
-            f", waiting on {on}"
-            if name == "device_wait"
-            else f", the device waiting on {on} with launched work queued ({pct:.0f}% of step time)"
-        )
-    if top is not None:
-        text += f"; top issue: {top.title}"
-    return text + "."

@@ -27,6 +27,10 @@ _COMMON = {
 }
 
 _CATEGORIES = (
+    (
+        "one_time",
+        "One-time work: compilation, graph capture, a warm-up step (above device work), setup calls (below it).",
+    ),
     ("compute", "A compute kernel ran on the device; on a host-only row, a framework op ran."),
     ("communication", "A communication kernel ran and no compute: exposed communication."),
     ("copy", "A memcpy or memset ran and nothing above: exposed copies."),
@@ -46,10 +50,10 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "dev_from_median_pct": ("%", "Deviation from the rank's steady median step time, 0-100 scale."),
     },
     "attribution": {
-        "wall_ns": ("ns", "Wall time of the step window; the nine category columns below sum to it."),
+        "wall_ns": ("ns", "Wall time of the step window; the ten category columns below sum to it."),
         **{
             f"{name}_ns": ("ns", f"{label} (priority {i}; docs/rules.md, 'Step-time attribution')")
-            for i, (name, label) in enumerate(_CATEGORIES, 1)
+            for i, (name, label) in enumerate(_CATEGORIES)
         },
         **{f"{name}_pct": ("%", f"{name}_ns / wall_ns, 0-100.") for name, _ in _CATEGORIES},
     },

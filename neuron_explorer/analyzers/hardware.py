@@ -1,7 +1,7 @@
 """What hardware a trace ran on, as far as the trace says, and what that hardware supports.
 
 The device model and capability come from the trace alone: Kineto ``deviceProperties`` (name,
-``computeMajor``/``computeMinor``), the device types of its events, ``distributedInfo`` and, for
+``computeMajor``/``computeMinor``, ``numSms``, ``totalGlobalMem``), the device types of its events, ``distributedInfo`` and, for
 Trainium/Inferentia, the Neuron instance type. Rules ask this one place before they suggest a
 fix, so no rule suggests bf16 on a V100 or says "CUDA" to an MTIA, ROCm, Neuron or CPU user.
 
@@ -37,6 +37,10 @@ class Hardware:
     compute_major: int | None = None
     compute_minor: int | None = None
     world_size: int | None = None
+    #: streaming multiprocessors (NVIDIA) / compute units (AMD): deviceProperties ``numSms``
+    sms: int | None = None
+    #: device memory: deviceProperties ``totalGlobalMem``
+    memory_bytes: int | None = None
 
     @property
     def torch_device(self) -> str:
@@ -115,6 +119,8 @@ def hardware_of(metadata: dict[str, Any], device_types: list[str]) -> Hardware:
         compute_major=_int(first.get("computeMajor")),
         compute_minor=_int(first.get("computeMinor")),
         world_size=_int(world),
+        sms=_int(first.get("numSms")) or None,
+        memory_bytes=_int(first.get("totalGlobalMem")) or None,
     )
 
 

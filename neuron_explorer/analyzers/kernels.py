@@ -81,9 +81,16 @@ def kernel_categories(device: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=device.index, name="category")
 
 
+#: fp32 kernels on the CUDA cores, whatever else their name says: ``ffma`` (fp32 fused multiply-add
+#: instead of an MMA: ``sm80_xmma_gemm_f32f32_..._ffma_...``), cutlass ``simt`` kernels, ``sgemm``.
+NOT_TENSOR_CORE = re.compile(r"ffma|simt|(?:^|_)sgemm", re.I)
+
+
 def uses_tensor_cores(names: pd.Series) -> pd.Series:
     cats = names.astype("category")
-    lookup = np.array([bool(TENSOR_CORE.search(str(n))) for n in cats.cat.categories] + [False])
+    lookup = np.array(
+        [bool(TENSOR_CORE.search(str(n))) and not NOT_TENSOR_CORE.search(str(n)) for n in cats.cat.categories] + [False]
+    )
     codes = cats.cat.codes.to_numpy()
     return pd.Series(lookup[np.where(codes < 0, len(lookup) - 1, codes)], index=names.index)
 

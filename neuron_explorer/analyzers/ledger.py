@@ -54,6 +54,8 @@ RULE_CATEGORY: dict[str, str] = {
     "unfused_optimizer": HOST_WORK,
     "alloc_churn": HOST_WORK,
     "compile_graph_breaks": HOST_WORK,
+    # one-time work: warm-up steps, and compilations after the first step (recompiles)
+    "warmup_cost": "one_time",
     # device
     "device_idle": "untraced",
     "tensor_cores": "compute",
@@ -110,8 +112,9 @@ def dominant_category(attribution: pd.DataFrame, ranges: Iterable[list[int]]) ->
 
 
 #: Rules that name the cause of time a generic rule would also bill: they claim it first (the
-#: rank whose late arrival makes the others wait, before "exposed communication" as such).
-CLAIMS_FIRST = frozenset({"culprit_rank"})
+#: rank whose late arrival makes the others wait, before "exposed communication" as such; an
+#: unfused optimizer's own host time, before "host-bound" or "launch-bound" as such).
+CLAIMS_FIRST = frozenset({"culprit_rank", "unfused_optimizer"})
 #: Rules whose edits own the device work they change before a more generic rule's edit on the
 #: same work, most specific first (fused attention names why its softmax and bmm kernels are
 #: slow; a GEMM without tensor cores names why it is below its roof).

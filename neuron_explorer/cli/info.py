@@ -23,6 +23,7 @@ from neuron_explorer.analyzers.neuron_summary import (
 )
 from neuron_explorer.cli._common import add_trace_argument, open_trace, write_stdout
 from neuron_explorer.reports.neuron_text import render_engine_table
+from neuron_explorer.trace.line_coverage import coverage_text
 from neuron_explorer.trace.summary import describe
 
 _REASONS = {
@@ -161,6 +162,17 @@ def render_text(info: dict[str, Any]) -> None:
     graph_line = graph_replay_text(info.get("graph_replay") or {})
     if graph_line:
         console.print(graph_line, markup=False)
+    coverage = coverage_text(src.get("time") or {})
+    if coverage:
+        console.print(f"  {coverage}", markup=False)
+    oplines = info.get("operator_lines") or {}
+    if oplines.get("ops"):
+        console.print(
+            f"  operator syntax (a @ b, x[i]) placed from bytecode: {oplines['exact']:,} of {oplines['ops']:,} ops "
+            f"at an exact line, {oplines['ambiguous']:,} ambiguous (left at their function), "
+            f"{oplines['unmatched']:,} unmatched",
+            markup=False,
+        )
     links = info["links"]
     if links["device_events"]:
         console.print(

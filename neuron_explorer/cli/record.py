@@ -57,6 +57,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-steps", action="store_true", help="do not end a profiler step at each optimizer.step()")
     parser.add_argument(
+        "--exact-lines",
+        action="store_true",
+        help="mark every torch call made from your code with its line while recording, so operator "
+        "syntax (a @ b, x[i]) gets its exact line even where the bytecode leaves several (slower: ~1.2x step time)",
+    )
+    parser.add_argument(
         "--exclude",
         action="append",
         default=[],
@@ -161,6 +167,8 @@ def _profile_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "with_modules": args.modules,
         "user_code": default_user_code(args.exclude, args.include),
     }
+    if args.exact_lines:
+        kwargs["exact_lines"] = True
     if args.activities:
         kwargs["activities"] = [_activity(a) for a in args.activities.split(",") if a.strip()]
     if args.schedule:

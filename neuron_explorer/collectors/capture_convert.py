@@ -29,7 +29,8 @@ import pyarrow.compute as pc
 from neuron_explorer.collectors.capture_tree import _BACKWARD_PREFIX, FileResolver, TreeSources, walk_tree
 from neuron_explorer.collectors.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array, _raw_text
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
-from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.collectors.operator_lines import OperatorLines
+from neuron_explorer.collectors.source_map import MARKER_PREFIX, UserCode
 from neuron_explorer.trace.model import Trace
 
 _PY_CAT = "python_function"
@@ -50,8 +51,16 @@ def convert_results(
     """Convert one profiler cycle's ``kineto_results`` into a ``Trace``."""
     user_code = user_code or UserCode.default()
     pruned: dict[str, int] = {}
+    operator_lines: dict[str, int] = {}
+    markers = bool((metadata.get("profiler_options") or {}).get("exact_lines"))
     try:
-        raw = results_to_raw(results, FileResolver(user_code, search_path), pruned=pruned)
+        raw = results_to_raw(
+            results,
+            FileResolver(user_code, search_path),
+            pruned=pruned,
+            operator_lines=operator_lines,
+            markers=markers,
+        )
     except (AttributeError, ImportError, TypeError) as exc:
         # A torch whose in-memory results differ from what this reader knows (seen: torch 2.11
         # has no ``trace_activities()``): the trace comes through torch's own JSON export, with
@@ -59,7 +68,7 @@ def convert_results(
         why = f"{type(exc).__name__}: {exc}"
         return _convert_through_json(results, metadata, cycle, why, user_code, search_path)
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
-    return build_trace(raw, {**metadata, "pruned": pruned}, user_code=user_code)
+    return build_trace(raw, {**metadata, "pruned": pruned, "operator_lines": operator_lines}, user_code=user_code)
 
 
 def _convert_through_json(
@@ -102,19 +111,43 @@ def _remove_saved() -> None:
 
 
 def results_to_raw(
-    results: Any, resolve: FileResolver, prune: bool | None = None, pruned: dict[str, int] | None = None
+    results: Any,
+    resolve: FileResolver,
+    prune: bool | None = None,
+    pruned: dict[str, int] | None = None,
+    operator_lines: dict[str, int] | None = None,
+    markers: bool = False,
 ) -> RawEvents:
-    """``prune``: see ``capture_tree.walk_tree``; what was pruned is written into ``pruned``."""
+    """``prune``, ``markers``: see ``capture_tree.walk_tree``; what was pruned is written into
+    ``pruned``, what operator syntax was placed on lines into ``operator_lines``. Exact-lines
+    markers are read by the walk and are no rows of their own."""
     acts = results.trace_activities()
     A = _activity_type(acts)
     types = _strings(A.type, acts)
-    keep = [i for i, t in enumerate(types) if t != _PY_CAT]
+    if markers:
+        names = _strings(A.name, acts)
+        keep = [i for i, (t, nm) in enumerate(zip(types, names)) if t != _PY_CAT and not nm.startswith(MARKER_PREFIX)]
+    else:
+        keep = [i for i, t in enumerate(types) if t != _PY_CAT]
     sub = [acts[i] for i in keep] if len(keep) != len(acts) else acts
     types = [types[i] for i in keep] if len(keep) != len(types) else types
     cols = _activity_columns(sub, types)
-    tree = walk_tree(results.experimental_event_tree(), resolve, _op_info(cols), prune=prune)
+    try:
+        since = int(results.trace_start_ns())
+    except (AttributeError, TypeError, ValueError):
+        since = None
+    tree = walk_tree(
+        results.experimental_event_tree(),
+        resolve,
+        _op_info(cols),
+        prune=prune,
+        markers=markers,
+        operator_lines=OperatorLines(unchanged_since_ns=since),
+    )
     if pruned is not None:
         pruned.update(tree.pruned_metadata())
+    if operator_lines is not None:
+        operator_lines.update(tree.operator_lines)
     return _assemble(sub, cols, tree)
 
 

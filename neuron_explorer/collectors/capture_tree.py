@@ -8,8 +8,12 @@ code:
 
 - a call whose *caller* is user code: the exact calling line (``line``), e.g. ``model(x)``;
 - a call *into* a user function, with no nearer call out of it: only the function is known
-  (``function``, def line), as for ``a @ b`` in that function's body (operator slots make no
-  Python call event);
+  (``function``, def line);
+- an op directly under a user function's frame (operator syntax, ``a @ b``, makes no Python
+  call event): the line ``operator_lines`` finds for it in the function's bytecode between
+  the recorded calls (``line``), else the function (``function``);
+- under an exact-lines marker (``exact_lines``, ``markers=True``): the marker's line
+  (``line``); the marker itself is no row;
 - inside ``autograd::engine::evaluate_function: XBackward0``: the line of the forward op with the
   same autograd sequence number (``forward``), unless user code (a custom ``backward``) is
   nearer.
@@ -38,7 +42,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.collectors import operator_lines as oplines
+from neuron_explorer.collectors.source_map import MARKER_PREFIX, UserCode, parse_marker
 from neuron_explorer.trace.schema import Precision
 
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
@@ -76,6 +81,8 @@ class TreeSources:
     collapsed_spans: int = 0
     collapsed_events: int = 0
     collapsed_ns: int = 0
+    # what operator_lines made of operator-syntax ops (``OperatorLines.stats``)
+    operator_lines: dict[str, int] = field(default_factory=dict)
 
     def pruned_metadata(self) -> dict[str, int]:
         """The ``pruned`` entry of the trace metadata (docs/schema.md)."""
@@ -140,6 +147,9 @@ def walk_tree(
     resolve: FileResolver,
     op_info: dict[int, tuple[bool, int]] | None = None,
     prune: bool | None = None,
+    operator_lines: oplines.OperatorLines | None = None,
+    markers: bool = False,
+    syntax: bool = True,
 ) -> TreeSources:
     """Attribute every node of the event tree (see the module docstring).
 
@@ -149,6 +159,9 @@ def walk_tree(
     reads only what it cannot learn otherwise: a node's thread is its root's (torch nests
     events per thread), a function's file and def line come from its call's name.
     ``prune`` (default: unless ``NEURON_EXPLORER_NO_PRUNE`` is set) prunes one-time Python.
+    ``operator_lines`` places operator-syntax ops on lines (default: a fresh one; its ``stats``
+    land in ``TreeSources.operator_lines``; ``syntax=False`` leaves those ops at their function);
+    ``markers`` reads exact-lines markers.
     """
     from torch._C._profiler import (
         _ExtraFields_Allocation,
@@ -171,6 +184,8 @@ def walk_tree(
     no_info = (None, -1)
     if prune is None:
         prune = prune_enabled()
+    if operator_lines is None:
+        operator_lines = oplines.OperatorLines()
 
     def intern(src: Source) -> int:
         idx = interned.get(src)
@@ -247,6 +262,59 @@ def walk_tree(
                 extend(kids)
         return count
 
+    def marker_source(name: str, module: str | None) -> int:
+        """The source an exact-lines marker names (0 when not user code)."""
+        parsed = parse_marker(name)
+        if parsed is None:
+            return 0
+        mfile, muser = resolve(parsed[0])
+        return intern((mfile, parsed[1], parsed[2], Precision.LINE, module)) if muser else 0
+
+    def operator_sources(
+        children: list[Any], site: tuple[str, bool, int, str], inner: int, module: str | None
+    ) -> list[int] | None:
+        """Per child of a user frame, its source: ops issued by operator syntax at their exact
+        line where the bytecode says which (``operator_lines``), the rest ``inner``. None when
+        no child is such an op."""
+        tokens: list[oplines.Token] = []
+        where: list[int] = []
+        any_op = False
+        for i, c in enumerate(children):
+            try:
+                name = c.name
+            except UnicodeDecodeError:
+                continue  # (a dropped token only loosens the match)
+            tag = kind_by_name.get(name)
+            if tag is None:
+                tag = kind_by_name[name] = type(c.extra_fields)
+            if tag is TORCH_OP:
+                if name in oplines.KNOWN_OPS:
+                    tokens.append(name)
+                    where.append(i)
+                    any_op = True
+            elif tag is PY_CALL:
+                called = callsites[name] if name in callsites else callsite_of(name)
+                special = called is not None and called[3].startswith("__") and called[3].endswith("__")
+                tokens.append(
+                    oplines.anchor(
+                        c.extra_fields.caller.line_number, oplines.PY_SPECIAL if special else oplines.PY_CALL
+                    )
+                )
+                where.append(-1)
+            elif tag is PY_CCALL:
+                tokens.append(oplines.anchor(c.extra_fields.caller.line_number, oplines.C_CALL))
+                where.append(-1)
+        if not any_op:
+            return None
+        flow = operator_lines.flow(site[0], site[3], site[2])
+        if flow is None:
+            return None
+        out = [inner] * len(children)
+        for i, line in zip(where, operator_lines.resolve(flow, tokens, flow.starts(site[2]))):
+            if i >= 0 and line >= 0:
+                out[i] = intern((site[0], line, site[3], Precision.LINE, module))
+        return out
+
     def run(stack: list[tuple[Any, int, str | None, int, bool]], in_backward: bool, tid: int) -> None:
         nonlocal next_py_id
         pop, push, extend = stack.pop, stack.append, stack.extend
@@ -261,6 +329,11 @@ def walk_tree(
                     tag = kind_by_name[name] = type(ef)
                 children = node.children
                 if tag is TORCH_OP:
+                    if markers and name.startswith(MARKER_PREFIX):
+                        own = marker_source(name, module) or src
+                        if children:
+                            extend(zip(reversed(children), repeat(own), repeat(module), repeat(parent_py), repeat(lib)))
+                        continue
                     corr = node.correlation_id
                     backward, seq = op_info.get(corr, no_info)
                     if backward is None:
@@ -335,6 +408,18 @@ def walk_tree(
                     if collapse:
                         out.collapsed_ns += max(t1 - t0, 0)
                         continue
+                    if syntax and children and tag is PY_CALL and site is not None and site[1]:
+                        try:
+                            per_child = operator_sources(children, site, inner, module)
+                        except Exception:  # (a bytecode this reader misjudges: function-level lines)
+                            per_child = None
+                        if per_child is not None:
+                            extend(
+                                zip(
+                                    reversed(children), reversed(per_child), repeat(module), repeat(pid_), repeat(False)
+                                )
+                            )
+                            continue
                     if children:
                         extend(zip(reversed(children), repeat(inner), repeat(module), repeat(pid_), repeat(inner_lib)))
                     continue
@@ -370,4 +455,5 @@ def walk_tree(
         op_src.append(start)
         op_tid.append(tid)
         run([(c, start, module, parent_py, False) for c in reversed(node.children)], True, tid)
+    out.operator_lines = dict(operator_lines.stats)
     return out

@@ -6,6 +6,9 @@ code (Inductor, TorchDynamo, FX): ``trace.frames.path_origin`` is the one defini
 with the rules. The set is configurable: ``UserCode(exclude=..., include=...)``
 takes extra path patterns, and the ``NEURON_EXPLORER_EXCLUDE`` environment variable (``os.pathsep``
 separated substrings) adds more without code changes.
+
+The exact-lines mode (``collectors.exact_lines``) names a profiler marker after the calling
+line of each torch call (``marker_name``); ``parse_marker`` reads it back.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from neuron_explorer.trace.frames import (
     path_origin,
 )
 
-__all__ = ["DEFAULT_EXCLUDE", "UserCode", "module_name", "parse_python_frame"]
+__all__ = [
+    "DEFAULT_EXCLUDE",
+    "MARKER_PREFIX",
+    "UserCode",
+    "marker_name",
+    "module_name",
+    "parse_marker",
+    "parse_python_frame",
+]
 
 #: Substrings that mark library code in any path (the definition traces and rules share).
 DEFAULT_EXCLUDE: tuple[str, ...] = LIBRARY_MARKERS
@@ -44,3 +55,21 @@ class UserCode:
     def origin(self, path: str | None) -> str:
         """``"user"``, ``"library"`` or ``"generated"`` (see ``trace.frames.path_origin``)."""
         return path_origin(path, self.exclude, self.include)
+
+
+#: A marker's name starts with this; the rest is ``"<line> <function> <file>"``.
+MARKER_PREFIX = "neuron_explorer.line "
+
+
+def marker_name(line: int, func: str, file: str) -> str:
+    return f"{MARKER_PREFIX}{line} {func} {file}"
+
+
+def parse_marker(name: str) -> tuple[str, int, str] | None:
+    """``marker_name``'s inverse: (file, line, function), or None for any other name."""
+    if not name.startswith(MARKER_PREFIX):
+        return None
+    parts = name[len(MARKER_PREFIX) :].split(" ", 2)
+    if len(parts) != 3 or not parts[0].isdigit():
+        return None
+    return parts[2], int(parts[0]), parts[1]

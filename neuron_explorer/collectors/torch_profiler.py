@@ -82,6 +82,9 @@ class profile(torch.profiler.profile):
         at a cycle end anyway (bounds the memory they hold).
     on_error: ``"warn"`` (default), ``"raise"`` (``CollectorError`` at exit, unless the user's
         own exception is already propagating) or ``"ignore"`` (only ``.errors``).
+    exact_lines: mark every torch call made from user code with its calling line while
+        profiling (``collectors.exact_lines``), so operator syntax gets its exact line even where
+        the bytecode leaves several candidates; costs a Python call per torch call.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class profile(torch.profiler.profile):
         background: bool = True,
         max_pending: int = 4,
         on_error: OnError = "warn",
+        exact_lines: bool = False,
         **torch_kwargs: Any,
     ) -> None:
         if on_error not in ("warn", "raise", "ignore"):
@@ -126,6 +130,7 @@ class profile(torch.profiler.profile):
             background=background,
             max_pending=max_pending,
             on_error=on_error,
+            exact_lines=exact_lines,
         )
         super().__init__(**torch_args)
         self.output = Path(output) if output is not None else None
@@ -148,7 +153,9 @@ class profile(torch.profiler.profile):
             "with_flops": with_flops,
             "with_modules": with_modules,
             "schedule": schedule is not None,
+            "exact_lines": bool(exact_lines),
         }
+        self._exact_mode: Any = None
         self._cycle = 0
         self._last_dist: dict[str, Any] | None = None
         self._reported = 0
@@ -175,12 +182,21 @@ class profile(torch.profiler.profile):
             )
             self._report(None)
             return self
-        return super().__enter__()
+        entered = super().__enter__()
+        if self._options["exact_lines"]:
+            from neuron_explorer.collectors.exact_lines import ExactLinesMode
+
+            self._exact_mode = ExactLinesMode(self.user_code)
+            self._exact_mode.__enter__()
+        return entered
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self._disabled:
             return None
         self._closing = True  # the stop() below ends the last cycle: nothing records after it
+        if self._exact_mode is not None:
+            mode, self._exact_mode = self._exact_mode, None
+            mode.__exit__(None, None, None)
         try:
             super().__exit__(exc_type, exc, tb)
         finally:

@@ -6,8 +6,8 @@ code on CUDA, ROCm, XPU or Trainium (TorchNeuron registers ``neuron`` as the acc
     neuron-explorer record -o mlp.parquet -m neuron_explorer.examples.train_mlp --steps 8
     neuron-explorer info mlp.parquet
 
-Every step is written as calls (modules, ``torch.nn.functional``, optimizer methods) rather than
-operator expressions (``a @ b``), so each op maps to its exact line.
+Every step is written as calls (modules, ``torch.nn.functional``, optimizer methods), each op
+mapping to its exact line (operator expressions such as ``a @ b`` get theirs from the bytecode).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ CATEGORY_COLORS: dict[str, str] = {
     "device_wait": "#d37295",  # device idle with work queued (a dependency)
     "data_loading": "#b6992d",  # data loading
     "idle": "#bab0ac",  # nothing running, or nothing recorded
+    "one_time": "#79706e",  # one-time work: compilation, graph capture, initialization, warm-up
 }
 #: Event kind (the trace's ``kind`` column) -> its category.
 KIND_CATEGORY: dict[str, str] = {
@@ -38,6 +39,7 @@ KIND_CATEGORY: dict[str, str] = {
 }
 #: Step-time part (``Analysis.attribution`` / ``.breakdown`` column) -> its category.
 PART_CATEGORY: dict[str, str] = {
+    "one_time_ns": "one_time",
     "compute_ns": "compute",
     "communication_ns": "communication",
     "copy_ns": "memcpy",

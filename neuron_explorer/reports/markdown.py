@@ -132,7 +132,7 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         for r in perf.head(top).itertuples():
             flagged = r.pct_of_peak > OVER_PEAK_PCT
             over += bool(flagged)
-            pct = "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}" + (" ⚠" if flagged else "")
+            pct = "-" if r.pct_of_peak != r.pct_of_peak else ("over ⚠" if flagged else f"{r.pct_of_peak:.1f}")
             out.append(
                 f"| `{_cell(short(r.name, 40))}` | `{_cell(short(short_shapes(r.shapes), 40))}` | {r.count:,} | "
                 f"{fmt_ns(r.kernel_time_us * 1e3)} | {rate(r.tflops_per_s)} | {rate(r.tb_per_s)} | {r.bound or '-'} | {pct} |"

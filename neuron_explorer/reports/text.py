@@ -233,6 +233,7 @@ def print_attribution(console: Any, a: Analysis) -> None:
 
 
 SHORT_LABELS = {
+    "one_time": "one-time",
     "compute": "compute",
     "communication": "comm",
     "copy": "copy",
@@ -246,6 +247,7 @@ SHORT_LABELS = {
 HOST_ONLY_SHORT = {**SHORT_LABELS, "compute": "ops"}
 #: The attribution headers when the full ones do not fit (a legend says what they mean).
 TINY_LABELS = {
+    "one-time": "once",
     "compute": "comp",
     "comm": "comm",
     "copy": "copy",
@@ -333,7 +335,8 @@ def _op_perf_table(console: Any, a: Analysis, top: int) -> None:
     over = perf["pct_of_peak"] > OVER_PEAK_PCT
     rows = []
     for r, flagged in zip(perf.head(top).itertuples(), over.head(top)):
-        pct = "-" if r.pct_of_peak != r.pct_of_peak else f"{r.pct_of_peak:.1f}" + ("!" if flagged else "")
+        # a figure over the roof is not a figure: the device entry is wrong (flagged, not printed)
+        pct = "-" if r.pct_of_peak != r.pct_of_peak else ("over!" if flagged else f"{r.pct_of_peak:.1f}")
         rows.append(
             [
                 str(r.name),

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.trace.line_coverage import line_coverage
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, HOST_SPAN_KINDS, Kind
 
@@ -77,6 +78,8 @@ def describe(trace: Trace) -> dict[str, Any]:
             for k, v in attributable["src_precision"].astype(str).value_counts().items()
             if k not in ("None", "nan")
         },
+        # op time and device time by precision (trace.line_coverage)
+        "time": line_coverage(trace),
     }
     return {
         "path": str(trace.path) if trace.path else trace.metadata.get("source_file"),
@@ -98,6 +101,7 @@ def describe(trace: Trace) -> dict[str, Any]:
         "dropped_steps": list(trace.metadata.get("dropped_steps") or []),
         "pruned": dict(trace.metadata.get("pruned") or {}),
         "graph_replay": dict(trace.metadata.get("graph_replay") or {}),
+        "operator_lines": dict(trace.metadata.get("operator_lines") or {}),
         "source": source,
         "links": link_coverage(trace),
         "device_properties": [

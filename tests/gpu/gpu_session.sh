@@ -6,7 +6,8 @@
 # 1. real CUDA fixtures recorded with plain torch.profiler (tests/gpu/capture_fixtures.py);
 # 2. `neuron-explorer record` of tests/gpu/gpt_block.py eager, CUDA-graph replay and
 #    torch.compile, each against its unprofiled wall time; eager once more with pruning off;
-# 3. analyze / whatif on the eager trace; tests/gpu/cuda_check.py;
+# 3. analyze / whatif on the eager trace; tests/gpu/cuda_check.py; eager with --exact-lines and
+#    tests/gpu/exact_lines_check.py (operator syntax and its kernels at their lines);
 # 4. figures from the traces (tests/gpu/summarize.py) into OUT_DIR/summary.json.
 # Every step has its own time limit and the run goes on after a failed step.
 set -u
@@ -41,6 +42,8 @@ log "analyze"; timed 60 analyze_eager $NE analyze "$W/eager.parquet" --format js
 timed 60 whatif_eager $NE whatif "$W/eager.parquet" --format json > "$W/eager_whatif.json"
 timed 60 info_graph $NE info "$W/graph.parquet"
 log "cuda_check"; timed 120 cuda_check $PY tests/gpu/cuda_check.py "$W"
+log "exact_lines"; timed 120 record_eager_exact $NE record --exact-lines -o "$W/eager_exact.parquet" $G --steps 8
+timed 60 exact_lines_check $PY tests/gpu/exact_lines_check.py "$W/eager.parquet" "$W/eager_exact.parquet"
 log "compile"; timed 120 plain_compile $PY $G --mode compile --steps 6
 timed 200 record_compile $NE record -o "$W/compile.parquet" $G --mode compile --steps 6
 log "summary"; timeout 90 $PY tests/gpu/summarize.py "$W" > "$OUT/summary.json"

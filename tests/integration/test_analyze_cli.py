@@ -14,6 +14,7 @@ pytestmark = pytest.mark.slow  # one subprocess per test
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"
 ALEXNET = DATA / "hta" / "alexnet_a100.json.gz"
+MI250 = DATA / "hta" / "amd_mi250.json.gz"
 CPU_MLP = DATA / "local" / "cpu_mlp_step4.json"
 
 
@@ -44,17 +45,20 @@ def test_analyze_json_is_the_documented_document():
 
 
 def test_analyze_markdown_for_pull_requests():
-    r = cli("analyze", ALEXNET, "--format", "markdown", "--min-severity", "error")
+    r = cli("analyze", MI250, "--format", "markdown", "--min-severity", "error")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("## Neuron Explorer analysis")
-    # the device starved by host work for all of the run's 43 s: an error by its cost
-    assert "(`host_bound`)" in r.stdout and "**Fix:**" in r.stdout
-    # device_idle bills only the untraced 0.2%: info, below --min-severity error
-    assert "(`device_idle`)" not in r.stdout
+    # its one step's steady part is host-bound on short kernels: an error by its cost
+    assert "(`launch_bound`)" in r.stdout and "**Fix:**" in r.stdout
+    # alexnet's 43 s are CUDA context creation and a first forward: one-time work, called that,
+    # with no steady-state error (before: "host-bound, error")
+    r = cli("analyze", ALEXNET, "--format", "markdown", "--min-severity", "error")
+    assert "**Verdict:** Only one-time work: " in r.stdout and "(`host_bound`)" not in r.stdout
 
 
 @pytest.mark.parametrize(
-    ("trace", "fail_on", "code"), [(ALEXNET, "error", 1), (ALEXNET, "warning", 1), (CPU_MLP, "warning", 0)]
+    ("trace", "fail_on", "code"),
+    [(MI250, "error", 1), (MI250, "warning", 1), (ALEXNET, "warning", 0), (CPU_MLP, "warning", 0)],
 )
 def test_fail_on_sets_the_exit_code_for_ci(trace, fail_on, code):
     r = cli("analyze", trace, "--format", "json", "--fail-on", fail_on)

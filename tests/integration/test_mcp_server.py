@@ -125,7 +125,7 @@ def test_step_breakdown_categories_sum_to_wall_time(server: McpServer) -> None:
 
     assert answer["steps_total"] >= 1 and answer["attribution"]
     parts = [f"{c}_ns" for c in answer["categories"]]
-    assert len(parts) == 9
+    assert len(parts) == 10  # one_time first, then the nine steady-state categories
     for row in answer["attribution"]:
         assert sum(row[p] for p in parts) == row["wall_ns"]
 

@@ -15,5 +15,5 @@ def setup() -> dict[str, Any]:
 def step(s: dict[str, Any]) -> None:
     acc = torch.zeros(8)
     for i in range(1200):  # PLANTED: one tiny op per row instead of one matmul
-        acc = acc + s["x"][i] * s["w"]
+        acc = acc + s["x"][i] * s["w"]  # LINE:tiny_ops (operator syntax only)
     s["w"] = s["w"] - 1e-6 * acc

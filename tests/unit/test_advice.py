@@ -464,10 +464,11 @@ def test_op_below_roofline_names_graph_capture_only_where_the_device_has_it(
 
     from neuron_explorer.analyzers.rules.perf import likely_cause
 
-    # a small GEMM (M=16): the advice batches it or captures the step
-    row = pd.Series({"category": "gemm", "compute_dtype": "bf16", "params": json.dumps({"M": 16, "N": 4096, "K": 4096}),
-                     "bound": "memory", "data_moved_mb": 10.0})  # fmt: skip
-    _, fix = likely_cause(row, None, 0, Hardware(device_type), training=False)
+    # a GEMM too small to fill the device (2 x 2 tiles of 128 for 132 SMs): the advice batches it,
+    # or runs other work beside it, captured in a graph where the device has graphs
+    row = pd.Series({"category": "gemm", "compute_dtype": "bf16", "params": json.dumps({"M": 256, "N": 256, "K": 4096}),
+                     "bound": "compute", "data_moved_mb": 10.0})  # fmt: skip
+    _, fix = likely_cause(row, None, 0, Hardware(device_type, sms=132), training=False)
     assert expect in fix and absent not in fix
 
 

@@ -165,6 +165,7 @@ def test_json_document_is_strict_json_with_the_documented_keys(name):
         "launch_summary",
         "perf_summary",
         "tables",
+        "fixes",
     }
     for f in doc["findings"]:
         assert set(f) >= {

@@ -38,7 +38,7 @@ USER_CODE = textwrap.dedent(
     """
 )
 FWD, LOSS, BWD, OPT = 6, 7, 8, 9  # the lines of step() above
-SLOT_FUNC_LINE = 13
+SLOT_LINE = 14  # slots()'s ``a * 2``
 
 
 def _load_user_module(tmp_path: Path):
@@ -122,13 +122,15 @@ def test_loss_and_optimizer_ops_map_to_their_own_lines(captured):
     assert set(grad_seed["src_line"]) == {BWD}
 
 
-def test_operator_slots_are_attributed_to_their_function_only(captured):
+def test_operator_slots_get_their_line_from_the_bytecode(captured):
+    # ``a * 2`` makes no Python call: its line comes from slots()'s bytecode (operator_lines)
     prof, _ = captured
     ops = _ops(prof.trace)
     mul = ops[(ops["name"] == "aten::mul") & (ops["src_func"].astype(str) == "slots")]
     assert len(mul) == 1
-    assert mul["src_precision"].iloc[0] == "function"
-    assert mul["src_line"].iloc[0] == SLOT_FUNC_LINE
+    assert mul["src_precision"].iloc[0] == "line"
+    assert mul["src_line"].iloc[0] == SLOT_LINE
+    assert prof.trace.metadata["operator_lines"]["exact"] >= 1
 
 
 def test_in_memory_conversion_matches_torchs_own_json_export(tmp_path, monkeypatch):

@@ -83,8 +83,9 @@ CASES = [
     ("unfused_optimizer", "dfir", "nccl", ()),
     ("step_variance", "ns_res", "dfir", ()),
     ("compile_graph_breaks", "dfir", "compile_mi300", (("compile_graph_breaks.max_regions_per_step", 0.5),)),
-    # flash attention at 19% of the H100's memory roof; the MI300X compile trace's worst is 23%
-    ("op_below_roofline", "qwen_h100", "compile_mi300", (("op_below_roofline.max_pct_of_peak", 20.0),)),
+    # a strided (transposed) rotary mul at 39% of the H100's memory roof where a contiguous add
+    # reaches 92%; the MI300X compile trace's GEMMs and attention have no better peer to reach
+    ("op_below_roofline", "qwen_h100", "compile_mi300", ()),
     ("eager_attention", "eager_attn_cpu", "qwen_h100", ()),
     # DtoD copies alone on the device: 0.89% of the B200 trace, 0.23% of the vLLM one
     ("exposed_dtod", "b200", "vllm_graph", (("exposed_dtod.min_pct", 0.5),)),

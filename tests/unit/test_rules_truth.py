@@ -119,8 +119,13 @@ def test_unfused_optimizer_counts_kernel_launching_ops_and_unions_optimizer_span
     assert close(f.metrics["ops_per_step"]["value"], inside / len(opt))
     assert "torch.optim.SGD(model.parameters(), lr=..., fused=True)" in f.recommendation
     assert ".step(" not in f.recommendation and "FusedAdam" not in f.recommendation
-    # 62 ms of 1.7 s: under 2% of the wall time, so at most info
-    assert f.severity == "info"
+    # its cost: inside the steps, the optimizer's time with the device running nothing (its own
+    # host time starving the device), which host_bound / launch_bound leave to it
+    device = union(spans(V100, lambda e: e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")))
+    in_steps = intersect(opt, union(host_steps(V100)))
+    exposed = length(in_steps) - length(intersect(in_steps, device))
+    assert close(f.metrics["exposed_ns"]["value"], exposed)
+    assert close(f.cost_ns, exposed)
 
 
 def test_unfused_optimizer_is_silent_on_a_fused_adam_run() -> None:
@@ -226,14 +231,20 @@ def test_torch_dynamo_frames_in_an_eager_script_are_not_compile_events() -> None
 
 @pytest.mark.parametrize("path", BUNDLED_TRACES, ids=lambda p: p.name)
 def test_no_warning_costs_under_two_percent_of_the_wall_time(path: Path) -> None:
+    from tests.unit.test_attribution_truth import reference
+
     rel = str(path.relative_to(KINETO))
     a = analysis(rel)
     steps = host_steps(rel)
+    expected, _wall = reference(path)
     for f in a.findings:
         if SEVERITY_RANK[f.severity] >= SEVERITY_RANK["warning"] and f.rule_id != "memory_capacity" and len(steps):
             # the wall time recomputed from the raw ProfilerStep spans (the trailing partial one
-            # excluded by the importer is at most a sliver; 5% slack covers it)
-            assert f.cost_ns >= 0.02 * length(union(steps)) * 0.95, (f.rule_id, f.cost_ns)
+            # excluded by the importer is at most a sliver; 5% slack covers it), less the one-time
+            # work the independent sweep finds in them: a steady-state finding is held against the
+            # steady state, one billing one-time work against the whole
+            wall = length(union(steps)) - (0 if f.category == "one_time" else expected["one_time"])
+            assert f.cost_ns >= 0.02 * wall * 0.95, (f.rule_id, f.cost_ns)
 
 
 def test_fp32_amp_share_of_device_time_launched_by_float_matmuls() -> None:

@@ -70,6 +70,20 @@ async def test_overview_shows_trace_facts_breakdown_and_top_findings() -> None:
         assert app.first_paint_s is not None
 
 
+async def test_overview_shows_how_much_time_has_an_exact_line() -> None:
+    from neuron_explorer.trace.line_coverage import coverage_text, line_coverage
+
+    cov = tiny_analysis().summary["line_coverage"]
+    assert cov == line_coverage(tiny_trace())  # the figures info prints
+    want = coverage_text(cov, short=True)
+    assert want.endswith("at an exact line")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        text = " ".join(screen_text(app).split())
+        assert "Source lines" in text and want.split(" of op time")[0] in text
+
+
 async def test_number_keys_and_tab_visit_every_view_and_focus_its_table() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:

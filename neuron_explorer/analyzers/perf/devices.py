@@ -40,6 +40,10 @@ class DeviceSpec:
     vector: Mapping[str, float]
     source: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    #: streaming multiprocessors (NVIDIA) / compute units (AMD) and memory size, GiB (nominal):
+    #: what tells the variants of one name apart in a trace's deviceProperties
+    sms: int | None = None
+    mem_gib: float | None = None
 
     def peak_flops(self, dtype: str | None, matrix: bool) -> float | None:
         """Peak FLOP/s for a dtype on the matrix or the vector units; None when unsupported.
@@ -83,7 +87,28 @@ def _spec(
         {k: v * T for k, v in vector.items()},
         source,
         aliases,
+        *_SHAPE.get(name, (None, None)),
     )
+
+
+#: (SMs or CUs, memory GiB) per entry, from the same datasheets (AMD: CUs per GCD for MI250/X).
+_SHAPE: dict[str, tuple[int, float]] = {
+    "V100": (80, 32),
+    "A100-40GB": (108, 40),
+    "A100": (108, 80),
+    "H100-SXM": (132, 80),
+    "H100-PCIe": (114, 80),
+    "H100-NVL": (132, 94),
+    "H200": (132, 141),
+    "B200": (148, 180),
+    "L4": (58, 24),
+    "L40S": (142, 48),
+    "MI210": (104, 64),
+    "MI250": (104, 64),
+    "MI250X": (110, 64),
+    "MI300X": (304, 192),
+    "MI325X": (304, 256),
+}
 
 
 #: The table (TFLOP/s, TB/s). Sources: docs/devices.md.
@@ -137,6 +162,14 @@ DEVICES: dict[str, DeviceSpec] = {
             "H100 PCIe",
         ),
         _spec(
+            "H100-NVL",
+            3.9,
+            {"fp64": 60, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5, "fp8": 1670.5, "int8": 1670.5},
+            {"fp64": 30, "fp32": 60},
+            "vendor datasheet NVIDIA H100 Tensor Core GPU (H100 NVL, per GPU; dense: the sparse figures / 2)",
+            "H100 NVL",
+        ),
+        _spec(
             "H200",
             4.8,
             {"fp64": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9, "int8": 1978.9},
@@ -177,13 +210,20 @@ DEVICES: dict[str, DeviceSpec] = {
             "MI210",
         ),
         _spec(
+            "MI250",
+            1.6384,
+            {"fp64": 45.25, "fp32": 45.25, "fp16": 181.05, "bf16": 181.05, "int8": 181.05},
+            {"fp64": 22.65, "fp32": 22.65},
+            "vendor datasheet AMD Instinct MI250 (per GCD: the package figures / 2; PyTorch sees each GCD as a device)",
+            "MI250",
+        ),
+        _spec(
             "MI250X",
             1.6384,
             {"fp64": 47.85, "fp32": 47.85, "fp16": 191.5, "bf16": 191.5, "int8": 191.5},
             {"fp64": 23.95, "fp32": 23.95},
             "vendor datasheet AMD Instinct MI250X (per GCD: the package figures / 2; PyTorch sees each GCD as a device)",
             "MI250X",
-            "MI250",
         ),
         _spec(
             "MI300X",
@@ -275,6 +315,71 @@ def detect(device_names: Sequence[str]) -> DeviceSpec | None:
             if alias == text or (len(alias) >= 4 and alias in text):
                 return spec
     return None
+
+
+#: Entries one trace name can mean: the variant is told by the deviceProperties' memory size and
+#: SM/CU count (an "A100-PG509-200" with 40 GiB is the 40 GB part, with its lower bandwidth).
+FAMILIES: tuple[tuple[str, ...], ...] = (
+    ("A100-40GB", "A100"),
+    ("H100-SXM", "H100-PCIe", "H100-NVL"),
+    ("MI250", "MI250X", "MI210"),
+    ("MI300X", "MI325X"),
+)
+#: How near a property must be to an entry's (relative): memory sizes are nominal.
+_TOLERANCE = 0.12
+GIB = 1024.0**3
+
+
+def _fits(spec: DeviceSpec, sms: int | None, mem_gib: float | None) -> bool:
+    ok = spec.sms is not None or spec.mem_gib is not None
+    if sms is not None and spec.sms is not None:
+        ok &= sms == spec.sms
+    if mem_gib is not None and spec.mem_gib is not None:
+        ok &= abs(mem_gib - spec.mem_gib) <= _TOLERANCE * spec.mem_gib
+    return ok
+
+
+def _same_peaks(a: DeviceSpec, b: DeviceSpec, rel: float = 0.01) -> bool:
+    """Within 1% on the bandwidth and on every matrix peak both have (MI210 and an MI250 GCD)."""
+    close = lambda x, y: abs(x - y) <= rel * max(x, y)  # noqa: E731
+    keys = set(a.matrix) & set(b.matrix)
+    return close(a.mem_bw, b.mem_bw) and bool(keys) and all(close(a.matrix[k], b.matrix[k]) for k in keys)
+
+
+def detect_variant(
+    properties: Sequence[Mapping[str, Any]], by_name: DeviceSpec | None
+) -> tuple[DeviceSpec | None, str]:
+    """The entry the trace's deviceProperties (SM/CU count ``numSms``, ``totalGlobalMem``) point
+    to, and why: within the name's family when the name matched (``by_name``), else among every
+    entry with those properties (a ROCm device named "AMD Radeon Graphics", an empty name).
+    Returns ``(by_name, "")`` when the properties add nothing."""
+    first = next((p for p in properties if isinstance(p, Mapping)), None)
+    if first is None:
+        return by_name, ""
+    sms = first.get("numSms")
+    mem = first.get("totalGlobalMem")
+    sms = int(sms) if isinstance(sms, (int, float)) and sms > 0 else None
+    mem_gib = float(mem) / GIB if isinstance(mem, (int, float)) and mem > 0 else None
+    if sms is None and mem_gib is None:
+        return by_name, ""
+    what = ", ".join(x for x in (f"{sms} SMs/CUs" if sms else "", f"{mem_gib:.0f} GiB" if mem_gib else "") if x)
+    if by_name is not None:
+        family = next((f for f in FAMILIES if by_name.name in f), (by_name.name,))
+        if _fits(by_name, sms, mem_gib):
+            return by_name, ""
+        other = [DEVICES[n] for n in family if n != by_name.name and _fits(DEVICES[n], sms, mem_gib)]
+        if other:
+            return other[0], f"variant from deviceProperties ({what})"
+        return by_name, ""
+    cc = first.get("computeMajor")
+    fits = [s for s in DEVICES.values() if s.sms is not None and s.mem_gib is not None and _fits(s, sms, mem_gib)]
+    if not fits or sms is None or mem_gib is None or cc is None:
+        return None, ""
+    same = all(_same_peaks(s, fits[0]) for s in fits)
+    if len(fits) > 1 and not same:
+        return None, ""
+    names = " or ".join(s.name for s in fits)
+    return fits[0], f"deviceProperties ({what}): {names}" + (" (the same peaks)" if len(fits) > 1 else "")
 
 
 def device_names(metadata: Mapping[str, Any]) -> list[str]:

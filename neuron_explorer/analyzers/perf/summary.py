@@ -21,10 +21,14 @@ def resolve_spec(frames: TraceFrames, device_spec: DeviceSpec | str | None) -> t
     if device_spec:
         return devices.load_spec(device_spec), f"--device-spec {device_spec}"
     names = devices.device_names(frames.metadata)
-    spec = devices.detect(names)
+    by_name = devices.detect(names)
+    spec, why = devices.detect_variant(frames.device_properties, by_name)
     if spec is None:
         return None, f"not detected (device names: {', '.join(sorted(set(names))) or 'none'})"
-    return spec, f"trace device name {next(n for n in names if devices.detect([n]) is spec)!r}"
+    if by_name is None:
+        return spec, why
+    named = f"trace device name {next(n for n in names if devices.detect([n]) is by_name)!r}"
+    return spec, f"{named}, {why}" if why else named
 
 
 def perf_tables(
@@ -48,10 +52,38 @@ def perf_tables(
         "op_groups": len(table),
         "modelled_groups": int(table["gflops"].notna().sum()) if len(table) else 0,
     }
+    over = over_roof(table, spec)
+    if over:
+        summary["over_roof"] = over
     neuron = neuron_utilization(frames, spec)
     if neuron:
         summary["neuron"] = neuron
     return table, cats, summary
+
+
+#: Above this share of a roof a figure is impossible on the device: the entry (or its variant) is wrong.
+OVER_ROOF_PCT = 100.0
+
+
+def over_roof(table: pd.DataFrame, spec: DeviceSpec | None) -> dict[str, Any] | None:
+    """Op groups above 100% of their roof: the device entry is wrong (a variant: A100 40 GB vs
+    80 GB, H100 PCIe vs SXM), so none of the roofline figures can be trusted as they stand. The
+    renderers flag these rows instead of printing their percentage; rules never judge them."""
+    if spec is None or not len(table):
+        return None
+    over = table[table["pct_of_peak"] > OVER_ROOF_PCT]
+    if not len(over):
+        return None
+    return {
+        "groups": len(over),
+        "max_pct": float(over["pct_of_peak"].max()),
+        "bounds": sorted({str(b) for b in over["bound"].dropna()}),
+        "note": (
+            f"{len(over)} op group(s) exceed the {spec.name}'s "
+            f"{' and '.join(sorted({str(b) for b in over['bound'].dropna()}))} roof, impossible on that device: "
+            "the device entry is wrong or a variant of it; give the right peaks with --device-spec (docs/perf.md)"
+        ),
+    }
 
 
 def _num(d: dict[str, Any], key: str) -> float | None:

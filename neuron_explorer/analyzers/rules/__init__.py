@@ -71,25 +71,44 @@ def run_rules(
 def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> list[Finding]:
     """Lower to ``info`` every finding of ``r`` costing under ``MIN_COST_PCT_ABOVE_INFO`` % of the
     wall time, and raise a warning costing ``MIN_COST_PCT_FOR_ERROR`` % or more to ``error``: the
-    wall time (the step windows the attribution splits, or the whole trace without steps),
-    saying so in its message."""
+    wall time (the step windows the attribution splits, or the whole trace without steps) less
+    its one-time work, which only a finding billing one-time work is held against; saying so in
+    its message."""
+    from neuron_explorer.analyzers.ledger import RULE_CATEGORY
+    from neuron_explorer.analyzers.one_time import only_one_time
     from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns
 
-    wall = attributed_wall_ns(analysis)
-    if not r.cost_is_time or wall <= 0:
+    if not r.cost_is_time:
         return found
-    limit = MIN_COST_PCT_ABOVE_INFO / 100.0 * wall
-    dominant = MIN_COST_PCT_FOR_ERROR / 100.0 * wall
+    total = attributed_wall_ns(analysis, steady=False)
+    at = analysis.attribution
+    only_once = "one_time_ns" in at and only_one_time(at, analysis.steps)
     for f in found:
+        one_time = (f.category or RULE_CATEGORY.get(f.rule_id)) == "one_time"
+        wall = attributed_wall_ns(analysis, steady=not one_time)
+        if only_once and not one_time and f.severity != "info":
+            f.message = (
+                f"{f.message} (Shown as info, not {f.severity}: the trace holds only one-time work; the "
+                f"{100.0 * max(wall, 0) / total:.1f}% left is no steady state to judge.)"
+            )
+            f.severity = "info"
+            continue
+        if wall <= 0:
+            continue
+        limit = MIN_COST_PCT_ABOVE_INFO / 100.0 * wall
+        dominant = MIN_COST_PCT_FOR_ERROR / 100.0 * wall
+        # (docs/rules.md "Words for numbers": every step window is the profiled time; less the
+        # one-time work, the step time)
+        of = "the profiled time" if wall == attributed_wall_ns(analysis, steady=False) else "the step time"
         if f.severity != "info" and f.cost_ns < limit:
             f.message = (
-                f"{f.message} (Shown as info, not {f.severity}: it costs {100.0 * f.cost_ns / wall:.1f}% of the "
-                f"profiled time, under {MIN_COST_PCT_ABOVE_INFO:g}%.)"
+                f"{f.message} (Shown as info, not {f.severity}: it costs {100.0 * f.cost_ns / wall:.1f}% of "
+                f"{of}, under {MIN_COST_PCT_ABOVE_INFO:g}%.)"
             )
             f.severity = "info"
         elif f.severity == "warning" and f.cost_ns >= dominant:
             f.message = (
-                f"{f.message} (Shown as error: it costs {100.0 * f.cost_ns / wall:.0f}% of the profiled time, "
+                f"{f.message} (Shown as error: it costs {100.0 * f.cost_ns / wall:.0f}% of {of}, "
                 f"{MIN_COST_PCT_FOR_ERROR:g}% or more.)"
             )
             f.severity = "error"

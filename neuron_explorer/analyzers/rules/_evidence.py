@@ -220,7 +220,9 @@ def category_ns(a: Analysis, category: str) -> int:
 
 
 def steady_attribution(a: Analysis) -> pd.DataFrame:
-    """The attribution rows of the steady steps (warm-up steps left out; all rows without steps)."""
+    """The attribution rows of the steady steps (warm-up steps left out; all rows without steps).
+    Their ``one_time_ns`` (compilation, graph capture, setup calls inside them) is still theirs:
+    subtract it from ``wall_ns`` for the steady time."""
     at, st = a.attribution, a.steps
     if not len(at) or not len(st) or "is_warmup" not in st or not st["is_warmup"].any():
         return at
@@ -229,12 +231,16 @@ def steady_attribution(a: Analysis) -> pd.DataFrame:
     return at[~key.isin(pd.MultiIndex.from_frame(warm))]
 
 
-def attributed_wall_ns(a: Analysis, device_only: bool = False) -> int:
-    """Wall time the attribution splits: the step windows, once per device of their rank."""
+def attributed_wall_ns(a: Analysis, device_only: bool = False, steady: bool = True) -> int:
+    """Wall time the attribution splits: the step windows, once per device of their rank. With
+    ``steady`` (the default) the one-time work is left out: the steady-state rules judge their
+    share of the steady state, never of a compile or an initialization."""
     at = a.attribution
     if device_only:
         at = at[at["device"] >= 0]
-    return int(at["wall_ns"].sum()) if len(at) else 0
+    if not len(at):
+        return 0
+    return int(at["wall_ns"].sum() - (at["one_time_ns"].sum() if steady and "one_time_ns" in at else 0))
 
 
 def threshold_of(ctx: Any, rule_id: str, name: str) -> float:

@@ -8,23 +8,12 @@ import pandas as pd
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import merge_windows
+from neuron_explorer.analyzers.one_time import COMPILE_EVENTS
 from neuron_explorer.analyzers.rules._evidence import lines_from, ms, num_steps, ranges
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind
 
 _REGION = "Torch-Compiled Region"
-#: Compilation itself (not running compiled code, not TorchDynamo's eval-frame wrappers or
-#: ``torch._dynamo.disable`` decorators, which every eager torch call passes through):
-#: ``dynamo_timed`` spans (``"_compile.compile_inner (dynamo_timed)"``, also recorded without
-#: the suffix by older versions) and, in traces with Python frames, the compile entry points.
-COMPILE_EVENTS = (
-    r"\(dynamo_timed\)$"
-    r"|^(?:_compile\.compile_inner|entire_frame_compile|compile_fx_inner|inductor_compile|backend_compile"
-    r"|create_aot_dispatcher_function|OutputGraph\.call_user_compiler)$"
-    r"|^TorchDynamo Cache Miss"
-    r"|torch/_dynamo/convert_frame\.py\(\d+\): _compile$"
-    r"|torch/_inductor/compile_fx\.py\(\d+\): compile_fx_inner$"
-)
 
 
 def compile_events(host: pd.DataFrame) -> pd.DataFrame:
@@ -98,6 +87,7 @@ def compile_graph_breaks(ctx: RuleContext) -> list[Finding]:
                     "recompile_ns": metric(int(late["dur_ns"].sum()), "ns"),
                 },
                 cost_ns=int(late["dur_ns"].sum()),
+                category="one_time",  # a recompile is one-time work for its new guard
                 time_ranges=tr,
                 event_ids=ids,
                 source_lines=lines_from(late, "dur_ns"),

@@ -45,14 +45,18 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
         )
     at = ctx.analysis.attribution
     at = at[at["device"] >= 0]
-    wall = float(at["wall_ns"].sum())
+    wall = float(at["wall_ns"].sum() - at["one_time_ns"].sum())  # the steady state
     if wall <= 0:
-        raise RuleSkipped("skipped: needs step or trace time windows with device work")
+        raise RuleSkipped("skipped: needs steady-state time with device work (the trace holds only one-time work)")
     busy = float(at[["compute_ns", "communication_ns", "copy_ns"]].sum().sum())
     busy_pct = 100.0 * busy / wall
     if busy_pct >= ctx.threshold("min_busy_pct"):
         return []
-    idle_parts = {c: float(at[f"{c}_ns"].sum()) for c in CATEGORY_NAMES[3:]}
+    idle_parts = {
+        c: float(at[f"{c}_ns"].sum())
+        for c in CATEGORY_NAMES
+        if c not in ("compute", "communication", "copy", "one_time")
+    }
     split = ", ".join(
         f"{CATEGORY_LABELS[c]} {100.0 * v / wall:.0f}%"
         for c, v in sorted(idle_parts.items(), key=lambda kv: -kv[1])
@@ -127,7 +131,10 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
         raise RuleSkipped("skipped: needs runtime launch events linked to kernels")
     short = ev["dur_ns"] < ctx.threshold("short_kernel_ns")
     short_pct = 100.0 * float(short.mean())
-    starved = category_ns(ctx.analysis, "host_launch")
+    from neuron_explorer.analyzers.rules.optimizer import unfused_optimizer_exposed_ns
+
+    # an unfused optimizer's own host time is that finding's (the specific cause wins)
+    starved = max(category_ns(ctx.analysis, "host_launch") - unfused_optimizer_exposed_ns(ctx), 0)
     starved_pct = 100.0 * starved / (attributed_wall_ns(ctx.analysis, device_only=True) or 1)
     if (
         short_pct < ctx.threshold("min_short_pct")

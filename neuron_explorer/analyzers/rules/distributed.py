@@ -25,7 +25,7 @@ def exposed_comm(ctx: RuleContext) -> list[Finding]:
     if not (cat == "communication").any():
         raise RuleSkipped("skipped: needs communication kernels (NCCL/RCCL collectives)")
     at = ctx.analysis.attribution
-    wall = float(at["wall_ns"].sum()) or 1.0
+    wall = float(at["wall_ns"].sum() - at["one_time_ns"].sum()) or 1.0  # the steady state
     exposed = float(at["communication_ns"].sum())
     pct = 100.0 * exposed / wall
     if pct < ctx.threshold("max_pct"):

@@ -12,6 +12,7 @@ from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_
 from neuron_explorer.analyzers.context import name_mask
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
+from neuron_explorer.analyzers.one_time import in_one_time
 from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._advice import compile_advice
 from neuron_explorer.analyzers.rules._evidence import (
@@ -70,7 +71,8 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
     syncs = calls[calls["reason"] == "sync"]
     if not len(syncs):
         return []
-    inside = calls_in_steps(ctx, syncs)
+    # one-time work's syncs (a graph capture's, a warm-up step's) are not the loop's
+    inside = calls_in_steps(ctx, syncs) & ~in_one_time(ctx.frames, syncs)
     loop = syncs[inside]
     per_step = len(loop) / num_steps(ctx.analysis)
     wall = attributed_wall_ns(ctx.analysis) or 1
@@ -92,7 +94,7 @@ def sync_in_loop(ctx: RuleContext) -> list[Finding]:
                 f"device had nothing to run for {ms(blocked)}"
                 + (f"; issued by {', '.join(top_ops)}" if top_ops else "")
                 + (
-                    f". Outside steps: {int((~inside).sum())} more ({ms(outside_ns)}), not counted."
+                    f". Outside steps or in one-time work: {int((~inside).sum())} more ({ms(outside_ns)}), not counted."
                     if outside_ns
                     else "."
                 )
@@ -382,7 +384,7 @@ def python_overhead(ctx: RuleContext) -> list[Finding]:
     if not (host["kind"] == Kind.PYTHON).any():
         raise RuleSkipped("skipped: needs Python events (profile with with_stack=True)")
     at = steady_attribution(ctx.analysis)
-    wall = float(at["wall_ns"].sum()) or 1.0
+    wall = float(at["wall_ns"].sum() - at["one_time_ns"].sum()) or 1.0
     python_ns = int(at["host_python_ns"].sum())
     pct = 100.0 * python_ns / wall
     if pct < ctx.threshold("max_pct"):
@@ -414,11 +416,15 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
     """The device has nothing queued and nothing to run while the host runs framework ops or
     runtime calls (the ``host_launch`` category) for more than ``max_pct`` of step time. When
     the ops are tiny (``tiny_ops``) or the kernels short (``launch_bound``), that rule names the
-    cause instead; a host that runs ahead of a busy queue is never host-bound."""
+    cause instead, and an unfused optimizer's own host time is ``unfused_optimizer``'s; a host
+    that runs ahead of a busy queue is never host-bound."""
     if not len(ctx.frames.device):
         raise RuleSkipped("skipped: needs device events (kernels); this trace is host-only")
+    from neuron_explorer.analyzers.rules.optimizer import unfused_optimizer_exposed_ns
+
     wall = attributed_wall_ns(ctx.analysis, device_only=True) or 1
-    exposed = category_ns(ctx.analysis, "host_launch")
+    # an unfused optimizer's own host time is that finding's (the specific cause wins)
+    exposed = max(category_ns(ctx.analysis, "host_launch") - unfused_optimizer_exposed_ns(ctx), 0)
     pct = 100.0 * exposed / wall
     if pct < ctx.threshold("max_pct") or tiny_ops_explain(ctx) or launch_bound_explains(ctx):
         return []

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from neuron_explorer.analyzers.attribution import one_time_by_kind
 from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP
 from neuron_explorer.analyzers.finding import Finding, metric
+from neuron_explorer.analyzers.one_time import KIND_LABELS, one_time_spans
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.compile import compile_events
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
+from neuron_explorer.trace.units import format_duration
 
 
 def _real_steps(ctx: RuleContext, minimum: int) -> pd.DataFrame:
@@ -76,43 +80,62 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
 @rule(
     "warmup_cost",
     family="steps",
-    title="Warm-up / compilation cost",
+    title="One-time work: warm-up, compilation, graph capture, initialization",
     thresholds={"min_pct": (5.0, "% of profiled time"), "min_extra_ns": (50_000_000, "ns")},
     severity="info",
 )
 def warmup_cost(ctx: RuleContext) -> list[Finding]:
-    """The first steps (warm-up: allocator growth, cuDNN autotuning, lazy init, compilation) cost
-    more than ``min_pct`` of the profiled time and ``min_extra_ns`` beyond what steady steps would
-    have taken."""
-    s = _real_steps(ctx, 3)
-    warm = s[s["is_warmup"]]
-    if not len(warm):
-        return []
-    med = float(ctx.analysis.step_stats["p50_ns"])
-    extra = float((warm["dur_ns"] - med).clip(lower=0).sum())
-    pct = 100.0 * extra / float(s["dur_ns"].sum())
+    """One-time work (the ``one_time`` category, ``analyzers.one_time``: compilation, graph
+    capture and instantiation, initialization calls, warm-up steps) costs more than ``min_pct``
+    of the traced time and ``min_extra_ns``. Cost: that work, less what each warm-up step would
+    have taken as a steady step (the steady median): the extra the run pays once."""
+    rs = ctx.analysis.rank_steps
+    if not len(rs) or "one_time_ns" not in rs:
+        raise RuleSkipped("skipped: needs step or trace time windows")
+    one = float(rs["one_time_ns"].sum())
+    wall = float(rs["wall_ns"].sum()) or 1.0
+    steps = ctx.analysis.steps
+    warm = steps[steps["is_warmup"] & (steps["step"] != WHOLE_TRACE_STEP)] if len(steps) else steps
+    med = float(ctx.analysis.step_stats.get("p50_ns") or 0.0)
+    extra = max(one - float(np.minimum(warm["dur_ns"].to_numpy(np.float64), med).sum()), 0.0)
+    pct = 100.0 * extra / wall
     if pct < ctx.threshold("min_pct") or extra < ctx.threshold("min_extra_ns"):
         return []
+    kinds = _kinds(ctx, one)
+    what = ", ".join(f"{KIND_LABELS[k]} {format_duration(v)}" for k, v in kinds.items())
     compiling = compile_events(ctx.frames.host)
-    compiling = compiling[compiling["step"].isin(warm["step"]).to_numpy()]
+    where = "profiled time" if ctx.frames.has_steps else "traced time"
+    if len(warm):
+        head = (
+            f"Step(s) {', '.join(str(int(x)) for x in warm['step'])} took "
+            f"{', '.join(format_duration(x) for x in warm['dur_ns'])} against a steady median of {format_duration(med)}; "
+        )
+    else:
+        head = ""
     return [
         ctx.finding(
-            title=f"Warm-up step(s) cost {ms(extra)} extra ({pct:.0f}% of profiled time)",
+            title=f"One-time work costs {format_duration(extra)} ({pct:.0f}% of {where}): {what}",
             message=(
-                f"Step(s) {', '.join(str(int(x)) for x in warm['step'])} took "
-                f"{', '.join(ms(x) for x in warm['dur_ns'])} against a steady median of {ms(med)}"
-                + (f"; {len(compiling)} compilation events ran in them." if len(compiling) else ".")
+                f"{head}one-time work took {format_duration(one)} in all ({what})"
+                + (f"; {len(compiling)} compilation(s) ran." if len(compiling) else ".")
+                + " It is paid once per process (or per new shape): the steady-state findings leave it out."
             ),
             metrics={
                 "warmup_extra_ns": metric(int(extra), "ns"),
                 "warmup_pct": metric(pct, "%"),
                 "warmup_steps": metric(len(warm), "steps"),
+                "one_time_ns": metric(int(one), "ns"),
+                **{f"{k}_ns": metric(int(v), "ns") for k, v in kinds.items()},
             },
             cost_ns=int(extra),
-            time_ranges=[[int(r.start_ns), int(r.end_ns)] for r in warm.itertuples()],
+            category="one_time",
+            time_ranges=[[int(r.start_ns), int(r.end_ns)] for r in warm.itertuples()]
+            or [[int(s), int(s + d)] for s, d in _largest_spans(ctx)],
             recommendation=(
-                "Exclude warm-up from measurements (profiler schedule with warmup>=1) and, for long runs, "
-                "cut it: cache compiled artifacts (TORCHINDUCTOR_FX_GRAPH_CACHE), mark dynamic shapes"
+                "Exclude one-time work from measurements (torch.profiler.schedule(wait=1, warmup=1, active=3)) and, "
+                "for short runs, cut it: cache compiled artifacts (TORCHINDUCTOR_FX_GRAPH_CACHE=1, a persistent "
+                "TORCHINDUCTOR_CACHE_DIR), mark dynamic shapes (torch._dynamo.mark_dynamic) so new shapes do not "
+                "recompile, capture graphs once and replay them"
                 + (
                     # cuDNN (MIOpen on ROCm) autotuning: a device with those libraries only
                     ", set torch.backends.cudnn.benchmark only for fixed shapes."
@@ -122,6 +145,18 @@ def warmup_cost(ctx: RuleContext) -> list[Finding]:
             ),
         )
     ]
+
+
+def _kinds(ctx: RuleContext, one: float) -> dict[str, int]:
+    by_kind = one_time_by_kind(ctx.frames)
+    total = float(sum(by_kind.values())) or 1.0
+    return {k: int(one * v / total) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
+def _largest_spans(ctx: RuleContext, n: int = 5) -> list[tuple[int, int]]:
+    spans = one_time_spans(ctx.frames)
+    top = spans.nlargest(n, "dur_ns")
+    return list(zip(top["start_ns"].to_numpy(), top["dur_ns"].to_numpy()))
 
 
 @rule("stragglers", family="steps", title="Straggler ranks", thresholds={"min_slowdown_pct": (10.0, "%")})

@@ -24,6 +24,7 @@ from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
 from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import demangle
+from neuron_explorer.trace.line_coverage import coverage_text
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.units import format_line_value, format_metric, format_quantity
 
@@ -281,6 +282,7 @@ def header(trace: Trace, analysis: Analysis, title: str | None) -> dict[str, Any
         "profiled_ns": int(analysis.attribution["wall_ns"].sum()) if len(analysis.attribution) else 0,
         "events": int(trace.num_events),
         "verdict": str(s.get("verdict") or ""),
+        "line_coverage": coverage_text(s.get("line_coverage") or {}),
     }
 
 

@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from neuron_explorer.reports.colors import part_color
+from neuron_explorer.trace.line_coverage import coverage_text
 from neuron_explorer.trace.warmup import steady_durations
 from neuron_explorer.tui.critical import critical_path_renderable
 from neuron_explorer.tui.format import fmt_ns, pack_phrases, zero_based_bars
@@ -32,6 +33,7 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 PARTS: tuple[tuple[str, str, str], ...] = tuple(
     (key, label, part_color(key))
     for key, label in (
+        ("one_time_ns", "one-time"),
         ("compute_ns", "compute"),
         ("communication_ns", "comm"),
         ("copy_ns", "copy"),
@@ -100,7 +102,20 @@ class OverviewPane(VerticalScroll):
         memory.border_title = "Memory at the peak (what is alive, and which line made it)"
         memory.display = False  # (shown once analyzed, for a trace with memory events)
 
+    #: How much op and device time has an exact line (the analysis summary's ``line_coverage``,
+    #: the figures ``info`` prints): a row of the facts once the analysis is in.
+    _coverage: str = ""
+    _overview: Overview | None = None
+
     def show_overview(self, ov: Overview) -> None:
+        self._overview = ov
+        self._show_facts()
+        self._show_steps_and_devices(ov)
+
+    def _show_facts(self) -> None:
+        ov = self._overview
+        if ov is None:
+            return
         facts = Table.grid(padding=(0, 2))
         facts.add_column(style="bold")
         facts.add_column()
@@ -114,7 +129,11 @@ class OverviewPane(VerticalScroll):
             facts.add_row("Collector", ov.collector)
         if ov.torch_version:
             facts.add_row("torch", ov.torch_version)
+        if self._coverage:
+            facts.add_row("Source lines", self._coverage)
         self.query_one("#overview-facts", Static).update(facts)
+
+    def _show_steps_and_devices(self, ov: Overview) -> None:
 
         durs = [s.dur_ns for s in ov.steps]
         label = self.query_one("#overview-steps-label", StepFacts)
@@ -156,6 +175,8 @@ class OverviewPane(VerticalScroll):
         self.query_one("#overview-devices", Static).update(body)
 
     def show_analysis(self, analysis: Analysis) -> None:
+        self._coverage = coverage_text(analysis.summary.get("line_coverage") or {}, short=True)
+        self._show_facts()
         self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.attribution))
         ranks = ranks_renderable(analysis)
         panel = self.query_one("#overview-ranks", Static)

@@ -53,6 +53,7 @@
       ["Steps", h.num_steps ? String(h.num_steps) : "no ProfilerStep (whole trace)"],
       ["Wall time", fmtNs(h.wall_ns)],
       ["Events", fmtNum(h.events)],
+      ["Source lines", h.line_coverage || "none recorded"],
       ["Trace", h.source || "–"],
     ].concat(h.original ? [["Converted from", h.original]] : []).forEach(function (kv) {
       var d = el("div"); d.appendChild(el("dt", null, kv[0])); d.appendChild(el("dd", null, kv[1])); facts.appendChild(d);
