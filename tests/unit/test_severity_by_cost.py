@@ -13,7 +13,9 @@ from neuron_explorer.analyzers.rules import MIN_COST_PCT_ABOVE_INFO, all_rules, 
 
 def _analysis(step_ns: list[int]) -> Any:
     """The wall time the cap compares with is the attribution's: one row per step and device."""
-    return SimpleNamespace(attribution=pd.DataFrame({"wall_ns": step_ns, "device": [0] * len(step_ns)}))
+    return SimpleNamespace(
+        attribution=pd.DataFrame({"step": range(len(step_ns)), "wall_ns": step_ns, "device": [0] * len(step_ns)})
+    )
 
 
 def _finding(severity: str, cost_ns: int) -> Finding:
