@@ -27,6 +27,7 @@ AWS_CLI = "NEURON_EXPLORER_AWS_CLI"
 HANDED_OFF = "NEURON_EXPLORER_HANDED_OFF"
 DEBUG = "NEURON_EXPLORER_DEBUG"
 NO_PRUNE = "NEURON_EXPLORER_NO_PRUNE"
+TRACE_COMPILE = "NEURON_EXPLORER_TRACE_COMPILE"
 
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 _OFF = ("off", "0", "none")
@@ -124,6 +125,12 @@ VARIABLES: dict[str, Variable] = {
             _flag,
             "1 or 0 (true/false, yes/no, on/off)",
             "keep every one-time Python call in a capture (no pruning, docs/capture.md)",
+        ),
+        Variable(
+            TRACE_COMPILE,
+            _flag,
+            "1 or 0 (true/false, yes/no, on/off)",
+            "record torch.compile's own Python while it compiles (by default paused, docs/capture.md)",
         ),
     )
 }

@@ -9,6 +9,7 @@ Examples:
   neuron-explorer convert trace.json.gz -o out/trace.parquet
   neuron-explorer convert profile.json                          # a neuron-profile JSON export
   neuron-explorer convert ./inspect/export -o device.parquet    # a Neuron Parquet export directory
+  neuron-explorer convert train.json.gz --provenance torch_trace/   # compiled kernels to their lines
   neuron-explorer convert run/ -o run_pq/                       # one Kineto JSON per rank -> run_pq/rank=N/trace.parquet
   neuron-explorer convert run/ -o run_pq/ --workers 4           # ranks on a local Dask cluster of 4 workers
   neuron-explorer convert run/ -o run_pq/ --dask tcp://sched:8786   # ranks on an existing Dask cluster
@@ -45,6 +46,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "--device-profile",
         metavar="DIR",
         help="a Neuron device profile (Parquet export directory or neuron-profile JSON) to join with the framework trace",
+    )
+    parser.add_argument(
+        "--provenance",
+        metavar="FILE",
+        help="Inductor's provenance for a torch.compile trace: the TORCH_TRACE log (or its directory) of the "
+        "recorded run with INDUCTOR_PROVENANCE=1, or a kernel stack trace JSON; compiled kernels get their lines",
     )
     parser.add_argument(
         "--workers",
@@ -84,6 +91,16 @@ def import_input(src: Path, progress: Any = None) -> Trace:
     return import_neuron_profile(src)
 
 
+def with_provenance(trace: Trace, path: Path) -> Trace:
+    """``trace`` with its compiled kernels attributed to the lines Inductor's provenance in
+    ``path`` names (``collectors.compiled_lines``)."""
+    from neuron_explorer.collectors.compiled_lines import apply_compiled_lines
+    from neuron_explorer.collectors.inductor_provenance import read_provenance_file
+
+    require_input(path)
+    return apply_compiled_lines(trace, read_provenance_file(path), source=str(path))
+
+
 def run(args: argparse.Namespace) -> int:
     src = Path(args.trace)
     from neuron_explorer.collectors.run_dir import is_json_run
@@ -103,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             from neuron_explorer.collectors.neuron import join_device_profile
 
             trace = join_device_profile(trace, Path(args.device_profile))
+        if args.provenance:
+            trace = with_provenance(trace, Path(args.provenance))
         if update is not None and hasattr(update, "phase"):
             update.phase(f"writing {out.name}")
         trace.write(out)
@@ -120,8 +139,8 @@ def _convert_run(src: Path, args: argparse.Namespace) -> int:
     from neuron_explorer.collectors.run_dir import convert_run
     from neuron_explorer.parallel import make_executor
 
-    if args.device_profile:
-        raise TraceFormatError("--device-profile joins one trace, not a run directory", src)
+    if args.device_profile or args.provenance:
+        raise TraceFormatError("--device-profile and --provenance join one trace, not a run directory", src)
     out = Path(args.output) if args.output else src.with_name(src.name + "_parquet")
     check_output(out, directory=True)
     t0 = time.perf_counter()

@@ -173,6 +173,8 @@ def render_text(info: dict[str, Any]) -> None:
             f"{oplines['unmatched']:,} unmatched",
             markup=False,
         )
+    for line in compiled_text(info):
+        console.print(line, markup=False)
     links = info["links"]
     if links["device_events"]:
         console.print(
@@ -194,6 +196,45 @@ def render_text(info: dict[str, Any]) -> None:
         name = printable(p.get("name"))
         console.print(f"Device {p.get('id')}: {name} {'' if mem is None else f'{mem / 2**30:.1f} GiB'}", markup=False)
     render_neuron(console, info)
+
+
+def compiled_text(info: dict[str, Any]) -> list[str]:
+    """Lines on torch.compile: the compiles (one-time spans), the kernels matched to Inductor's
+    lines (metadata ``compiled_lines``) and inferred steps (``steps_from``)."""
+    out = []
+    spans, lines, steps = (
+        info.get("compile_spans") or {},
+        info.get("compiled_lines") or {},
+        info.get("steps_from") or {},
+    )
+    if spans:
+        out.append(
+            f"Compiles: {spans['spans']:,} spans, {_ms(spans.get('dur_ns'))} (one-time; the compiler itself is not recorded)"
+        )
+    if lines.get("error"):
+        out.append(f"Compiled regions: no lines from Inductor's provenance ({printable_value(lines['error'])})")
+    elif lines:
+        out.append(
+            f"Compiled regions: {int(lines.get('matched_calls') or 0):,} kernel calls in "
+            f"{int(lines.get('graph_runs') or 0):,} graph runs on the lines Inductor's provenance names "
+            f"({int(lines.get('kernel_calls') or 0):,} calls of {int(lines.get('graphs') or 0):,} graphs; from "
+            f"{printable_value(lines.get('source'))})"
+        )
+    if "function" in steps:
+        out.append(
+            f"Steps: one per return of {printable_value(steps['function'])} ({int(steps.get('calls') or 0):,} calls)"
+        )
+    elif "compiled_region" in steps:
+        out.append(
+            f"Steps: one per run of compiled region {printable_value(steps['compiled_region'])} (no optimizer step)"
+        )
+    return out
+
+
+def printable_value(value: Any) -> str:
+    from neuron_explorer.reports.fit import printable
+
+    return printable(str(value))
 
 
 def pruned_text(pruned: dict[str, Any]) -> str:

@@ -6,7 +6,8 @@
 The program runs as itself: its sys.argv, __main__, exit code and exceptions are unchanged, and
 the trace is written even when it raises or calls sys.exit. Every optimizer.step() ends a
 profiler step (ProfilerStep#N), so per-step analysis works without changing the program;
---schedule records only some steps (wait,warmup,active[,repeat[,skip_first]], counted in
+without an optimizer, --step-on FUNCTION ends a step at each return of FUNCTION, and repeated
+runs of a torch.compile region make the steps; --schedule records only some steps (wait,warmup,active[,repeat[,skip_first]], counted in
 optimizer steps). Under torchrun / torch.distributed each rank writes OUT/rank=N/trace.parquet.
 """
 
@@ -56,6 +57,12 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         "--modules", action="store_true", help="record nn.Module hierarchy for TorchScript (with_modules)"
     )
     parser.add_argument("--no-steps", action="store_true", help="do not end a profiler step at each optimizer.step()")
+    parser.add_argument(
+        "--step-on",
+        metavar="FUNCTION",
+        help="end a step each time FUNCTION (a name, or FILE:NAME) returns, instead of at each optimizer.step() "
+        "(for loops without an optimizer; without it, repeated runs of a compiled region make the steps)",
+    )
     parser.add_argument(
         "--exact-lines",
         action="store_true",
@@ -133,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from neuron_explorer.collectors.torch_profiler import profile
 
     prof = profile(output=output, on_error="ignore", **kwargs)
-    hook = None if args.no_steps else _step_at_optimizer_steps(prof)
+    hook = None if args.no_steps or args.step_on else _step_at_optimizer_steps(prof)
     code = 0
     user_exc: BaseException | None = None
     try:
@@ -158,6 +165,7 @@ def _profile_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     import torch.profiler
 
     from neuron_explorer.collectors.torch_profiler import default_user_code
+    from neuron_explorer.trace.errors import CollectorError
 
     kwargs: dict[str, Any] = {
         "record_shapes": not args.no_shapes,
@@ -171,7 +179,13 @@ def _profile_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kwargs["exact_lines"] = True
     if args.activities:
         kwargs["activities"] = [_activity(a) for a in args.activities.split(",") if a.strip()]
-    if args.schedule:
+    if args.step_on:
+        if args.schedule or args.no_steps:
+            raise CollectorError("--step-on finds the steps after the run: it takes no --schedule or --no-steps")
+        if args.no_stack:
+            raise CollectorError("--step-on needs the Python calls: it takes no --no-stack")
+        kwargs["step_on"] = args.step_on
+    elif args.schedule:
         kwargs["schedule"] = _schedule(args.schedule)
     elif not args.no_steps:
         # One cycle that never ends on its own, so ProfilerStep#N spans mark every step.
@@ -293,6 +307,13 @@ def _summarize(prof: Any, code: int) -> int:
             print(f"neuron-explorer: wrote {printable(timing['path'])} ({timing['events']} events)", file=sys.stderr)
     for err in prof.errors:
         print(f"neuron-explorer: error: {printable(err)}", file=sys.stderr)
+    steps_from = prof.trace.metadata.get("steps_from") if prof.trace is not None else None
+    if steps_from and steps_from.get("calls") == 0:
+        print(
+            f"neuron-explorer: warning: --step-on {printable(steps_from['function'])}: no call of it was recorded, "
+            "so the trace has no steps",
+            file=sys.stderr,
+        )
     if not prof.paths and code == 0:
         if not prof.errors:
             print(

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.collectors.capture_tree import _BACKWARD_PREFIX, FileResolver, TreeSources, walk_tree
+from neuron_explorer.collectors.inferred_steps import infer_steps
 from neuron_explorer.collectors.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array, _raw_text
 from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.operator_lines import OperatorLines
@@ -47,8 +48,10 @@ def convert_results(
     user_code: UserCode | None = None,
     search_path: list[str] | None = None,
     cycle: int = 0,
+    step_on: str | None = None,
 ) -> Trace:
-    """Convert one profiler cycle's ``kineto_results`` into a ``Trace``."""
+    """Convert one profiler cycle's ``kineto_results`` into a ``Trace``; ``step_on``: see
+    ``collectors.inferred_steps``."""
     user_code = user_code or UserCode.default()
     pruned: dict[str, int] = {}
     operator_lines: dict[str, int] = {}
@@ -67,8 +70,12 @@ def convert_results(
         # the event tree's exact lines put back (``capture_fallback``), and says why.
         why = f"{type(exc).__name__}: {exc}"
         return _convert_through_json(results, metadata, cycle, why, user_code, search_path)
+    raw, steps_from = infer_steps(raw, step_on)
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
-    return build_trace(raw, {**metadata, "pruned": pruned, "operator_lines": operator_lines}, user_code=user_code)
+    meta = {**metadata, "pruned": pruned, "operator_lines": operator_lines}
+    if steps_from:
+        meta["steps_from"] = steps_from
+    return build_trace(raw, meta, user_code=user_code)
 
 
 def _convert_through_json(

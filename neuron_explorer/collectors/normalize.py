@@ -742,7 +742,8 @@ def build_trace(
     trim()
 
     # --- steps (a trailing partial step is demoted to a plain annotation, see collectors.step_tail)
-    dropped_steps = _drop_trailing_step(kind, name, start, dur)
+    # (inferred steps, collectors.inferred_steps, end where the work ends: none is a tail)
+    dropped_steps = [] if metadata.get("steps_from") else _drop_trailing_step(kind, name, start, dur)
     step = _narrow_int32(_assign_steps(kind, name, start, dur, op, launch, on_device), "step number", issues)
 
     # --- source attribution (work replayed from a CUDA/HIP graph: the lines of its capture)

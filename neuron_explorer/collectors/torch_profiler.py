@@ -43,6 +43,8 @@ from neuron_explorer import __version__, environment
 from neuron_explorer.collectors._conversion import conversion_settings
 from neuron_explorer.collectors.capture_convert import convert_results, saved_export
 from neuron_explorer.collectors.capture_output import distributed_info, run_metadata, trace_path
+from neuron_explorer.collectors.compile_watch import CompileWatch
+from neuron_explorer.collectors.compiled_lines import apply_compiled_lines
 from neuron_explorer.collectors.source_map import UserCode
 from neuron_explorer.trace.atomic import OutputError
 from neuron_explorer.trace.errors import CollectorError
@@ -82,6 +84,10 @@ class profile(torch.profiler.profile):
         at a cycle end anyway (bounds the memory they hold).
     on_error: ``"warn"`` (default), ``"raise"`` (``CollectorError`` at exit, unless the user's
         own exception is already propagating) or ``"ignore"`` (only ``.errors``).
+    compile_provenance: while recording, have Inductor keep which user lines each kernel fuses
+        (and record its C++ kernels), so compiled regions get their lines (``compile_watch``).
+    step_on: a function (``NAME`` or ``FILE:NAME``) each return of which ends a step, for
+        programs that never call ``step()`` (``collectors.inferred_steps``).
     exact_lines: mark every torch call made from user code with its calling line while
         profiling (``collectors.exact_lines``), so operator syntax gets its exact line even where
         the bytecode leaves several candidates; costs a Python call per torch call.
@@ -103,6 +109,8 @@ class profile(torch.profiler.profile):
         background: bool = True,
         max_pending: int = 4,
         on_error: OnError = "warn",
+        compile_provenance: bool = True,
+        step_on: str | None = None,
         exact_lines: bool = False,
         **torch_kwargs: Any,
     ) -> None:
@@ -130,6 +138,8 @@ class profile(torch.profiler.profile):
             background=background,
             max_pending=max_pending,
             on_error=on_error,
+            compile_provenance=compile_provenance,
+            step_on=step_on,
             exact_lines=exact_lines,
         )
         super().__init__(**torch_args)
@@ -138,6 +148,7 @@ class profile(torch.profiler.profile):
         self.background = background
         self.max_pending = max_pending
         self.on_error: OnError = on_error
+        self.step_on = step_on
         self.trace: Trace | None = None
         self.path: Path | None = None
         self.traces: list[Trace] = []
@@ -163,6 +174,9 @@ class profile(torch.profiler.profile):
         self._pending: list[functools.partial[None]] = []
         self._closing = False
         self._lock = threading.Lock()
+        self._compile_watch = CompileWatch(
+            pause=not environment.value(environment.TRACE_COMPILE), provenance=compile_provenance
+        )
 
     # ------------------------------------------------------------------ context and decorator
     def prepare_trace(self) -> None:
@@ -183,6 +197,7 @@ class profile(torch.profiler.profile):
             self._report(None)
             return self
         entered = super().__enter__()
+        self._compile_watch.install()
         if self._options["exact_lines"]:
             from neuron_explorer.collectors.exact_lines import ExactLinesMode
 
@@ -194,6 +209,7 @@ class profile(torch.profiler.profile):
         if self._disabled:
             return None
         self._closing = True  # the stop() below ends the last cycle: nothing records after it
+        self._compile_watch.remove()
         if self._exact_mode is not None:
             mode, self._exact_mode = self._exact_mode, None
             mode.__exit__(None, None, None)
@@ -303,7 +319,13 @@ class profile(torch.profiler.profile):
         t0 = time.perf_counter()
         try:
             with conversion_settings():
-                trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle)
+                trace = convert_results(results, meta, self.user_code, search_path, cycle=cycle, step_on=self.step_on)
+                try:
+                    graphs = self._compile_watch.graphs
+                    if graphs:
+                        trace = apply_compiled_lines(trace, graphs, self.user_code)
+                except Exception as exc:  # the trace stands without them, saying why
+                    trace.metadata["compiled_lines"] = {"error": f"{type(exc).__name__}: {exc}"}
         except Exception as exc:
             if environment.debug():
                 traceback.print_exc()

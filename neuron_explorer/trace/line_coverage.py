@@ -8,7 +8,8 @@ An inherited line is as exact as the line it came from: a backward op (``forward
 forward op's line, a kernel (``launch``) its launching op's, which may itself be a backward op,
 and work replayed from a CUDA graph (``graph_capture``) the capture-time op's.
 ``exact_pct`` follows those links (``fwd_id``, ``op_id``, ``capture_op_id``) to the line at their origin and counts
-the time whose origin is an exact calling line (``line``). ``info``, the HTML report and the
+the time whose origin is an exact calling line (``line``) or the lines a compiled kernel fuses
+(``compiled``, Inductor's provenance). ``info``, the HTML report and the
 TUI all show these numbers.
 """
 
@@ -97,8 +98,9 @@ _WORDS: list[Any] = [
     Precision.LAUNCH,
     Precision.GENERATED,
     Precision.GRAPH_CAPTURE,
+    Precision.COMPILED,
 ]
-_LINE, _FORWARD, _LAUNCH, _CAPTURE = 0, 2, 3, 5
+_LINE, _FORWARD, _LAUNCH, _CAPTURE, _COMPILED = 0, 2, 3, 5, 6
 
 
 def line_coverage(trace: Trace) -> dict[str, Any]:
@@ -144,7 +146,7 @@ def line_coverage(trace: Trace) -> dict[str, Any]:
         via_op = (origin == _LAUNCH) & (op >= 0)
         origin = np.where(via_op, origin[np.maximum(op, 0)], origin)
         fwd = np.where(via_op, fwd[np.maximum(op, 0)], fwd)
-    exact = origin == _LINE
+    exact = (origin == _LINE) | (origin == _COMPILED)  # (a compiled kernel's lines are the lines it fuses)
 
     out: dict[str, Any] = {}
     names = [str(w) for w in words] + [NONE]  # (code -1 -> the last name)

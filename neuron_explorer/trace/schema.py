@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.3.0"
+SCHEMA_VERSION = "1.4.0"
 #: Columns added by a minor version: a file written before it lacks them by design (null there).
 ADDED_IN: dict[str, tuple[int, int]] = {
     "hlo_name": (1, 1),
     **dict.fromkeys(("process_group", "process_group_desc", "in_msg_nelems", "out_msg_nelems", "msg_dtype"), (1, 2)),
     "capture_op_id": (1, 3),
+    "src_lines": (1, 4),
 }
 SCHEMA_MAJOR = int(SCHEMA_VERSION.split(".")[0])
 
@@ -64,6 +65,7 @@ class Precision:
     FORWARD = "forward"  # a backward op, inherited from its forward op
     GENERATED = "generated"  # no user frame encloses it; src_file is generated code (Inductor, FX)
     GRAPH_CAPTURE = "graph_capture"  # replayed from a CUDA/HIP graph: the line of the op that captured it
+    COMPILED = "compiled"  # a compiled region's kernel or op: the user lines Inductor's provenance names
     NONE = None
 
 
@@ -81,6 +83,8 @@ _F64 = pa.float64()
 _STR = pa.string()
 _DSTR = pa.dictionary(pa.int32(), pa.string())
 _SHAPE = pa.list_(pa.int32())
+#: One user line: file, line, function (``src_lines``).
+SOURCE_LINE = pa.struct([pa.field("file", pa.string()), pa.field("line", pa.int32()), pa.field("func", pa.string())])
 
 COLUMNS: tuple[Column, ...] = (
     Column("event_id", _I64, "id", "Row id, unique within one rank's file: the target of every *_id link column."),
@@ -188,7 +192,13 @@ COLUMNS: tuple[Column, ...] = (
         "src_precision",
         _DSTR,
         "",
-        "How exact the attribution is: line, function, launch (inherited from the launching op), forward (backward op, from its forward op), generated (no user frame encloses the event: src_file is the generated code it ran in, Inductor output or an FX graph module), null (none).",
+        "How exact the attribution is: line, function, launch (inherited from the launching op), forward (backward op, from its forward op), generated (no user frame encloses the event: src_file is the generated code it ran in, Inductor output or an FX graph module), compiled (a compiled region's kernel or op: the first of the user lines Inductor's provenance names, all of them in src_lines), null (none).",
+    ),
+    Column(
+        "src_lines",
+        pa.list_(SOURCE_LINE),
+        "line",
+        "Every user line a compiled region's kernel or op fuses, as {file, line, func}, in Inductor's node order (the first is src_file/src_line); null elsewhere. Added in 1.4.0.",
     ),
     Column(
         "input_shapes", _STR, "json", "Operator input shapes as JSON (`Input Dims`), when recorded with record_shapes."

@@ -23,6 +23,12 @@ _COLUMNS = [
 ]  # fmt: skip
 
 
+def _compile_spans(df: Any) -> dict[str, int]:
+    """The ``compile: ...`` spans a capture made of torch.compile's compiles (one-time work)."""
+    spans = df[(df["kind"] == Kind.ANNOTATION) & df["name"].astype(str).str.startswith("compile: ")]
+    return {"spans": len(spans), "dur_ns": int(spans["dur_ns"].sum())} if len(spans) else {}
+
+
 def _union_per_device(dev: Any) -> dict[tuple[Any, Any], int]:
     """Time during which at least one event ran on each (rank, device): the union over its
     streams (overlapping streams count once), by a sort and a running maximum of end times."""
@@ -101,6 +107,9 @@ def describe(trace: Trace) -> dict[str, Any]:
         "dropped_steps": list(trace.metadata.get("dropped_steps") or []),
         "pruned": dict(trace.metadata.get("pruned") or {}),
         "graph_replay": dict(trace.metadata.get("graph_replay") or {}),
+        "compiled_lines": dict(trace.metadata.get("compiled_lines") or {}),
+        "steps_from": dict(trace.metadata.get("steps_from") or {}),
+        "compile_spans": _compile_spans(df),
         "operator_lines": dict(trace.metadata.get("operator_lines") or {}),
         "source": source,
         "links": link_coverage(trace),

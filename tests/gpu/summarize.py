@@ -5,8 +5,10 @@
 For each recorded trace: events, kernels, the share of kernel time at each source precision,
 and how many kernels sit on each marked line of tests/gpu/gpt_block.py; for work replayed from
 a CUDA graph, the share of its time carrying the line of its capture (``graph_capture``); for
-the interleaved matmul trace, the what-if prediction against the measured saving. Prints one
-JSON document, ending with ``checks`` (PASS/FAIL lines).
+the interleaved matmul trace, the what-if prediction against the measured saving; for the
+torch.compile run, its compile spans, the share of the kernel time launched in compiled graph
+runs that carries Inductor's lines (``compiled``), and record/plain wall time. Prints one JSON
+document, ending with ``checks`` (PASS/FAIL lines).
 """
 
 from __future__ import annotations
@@ -58,7 +60,63 @@ def trace_figures(path: Path) -> dict:
     fig["metadata_pruned"] = t.metadata.get("pruned") if hasattr(t, "metadata") else None
     fig["metadata_graph_replay"] = t.metadata.get("graph_replay")
     fig["capture_fallback"] = t.metadata.get("capture_fallback")
+    fig.update(compiled_figures(df, t.metadata))
     return fig
+
+
+_RUN_NAMES = ("CompiledFunction", "CompiledFunctionBackward")
+
+
+def compiled_figures(df, meta: dict) -> dict:
+    """A torch.compile run: its compile spans, and how much of the kernel time launched inside
+    compiled graph runs (under ``CompiledFunction``/``CompiledFunctionBackward``/``## Call
+    CompiledFxGraph``) carries the lines Inductor's provenance names (``compiled``)."""
+    import numpy as np
+
+    names = df["name"].astype(str)
+    spans = df[names.str.startswith("compile: ")]
+    runs = names.isin(_RUN_NAMES) | names.str.startswith("## Call CompiledFxGraph")
+    if not runs.any() and not len(spans):
+        return {}
+    parent = df["parent_id"].fillna(-1).astype(np.int64).to_numpy()
+    inside = runs.to_numpy().copy()
+    up = parent.copy()
+    for _ in range(200):  # walk every row's ancestors, one level a pass
+        ok = up >= 0
+        if not ok.any():
+            break
+        inside[ok] |= runs.to_numpy()[up[ok]]
+        up[ok] = parent[up[ok]]
+    op = df["op_id"].fillna(-1).astype(np.int64).to_numpy()
+    kern = (df["kind"] == "kernel").to_numpy()
+    in_run = kern & (op >= 0) & inside[np.maximum(op, 0)]
+    if not in_run.any():  # a CPU run: Inductor's C++ kernels are host ops
+        in_run = (df["kind"] == "cpu_op").to_numpy() & names.str.contains(r"^graph_\d+_cpp_").to_numpy() & inside
+    k = df[in_run]
+    compiled = k[k["src_precision"].astype(str) == "compiled"]
+    return {
+        "compile_spans": {n: round(float(d) / 1e6, 1) for n, d in zip(spans["name"].astype(str), spans["dur_ns"])},
+        "compiled_region_kernels": len(k),
+        "compiled_region_kernel_ns": int(k["dur_ns"].sum()),
+        "compiled_region_kernel_time_with_compiled_lines": round(
+            float(compiled["dur_ns"].sum() / max(1, k["dur_ns"].sum())), 4
+        ),
+        "compiled_lines_named": sorted({int(x["line"]) for v in compiled["src_lines"] for x in v}),
+        "metadata_compiled_lines": meta.get("compiled_lines"),
+        "metadata_steps_from": meta.get("steps_from"),
+    }
+
+
+def walls(work: Path) -> dict[str, int]:
+    """``NAME: rc=N wall_ms=M`` lines of gpu_session.sh -> NAME: M (runs that exited 0)."""
+    out = {}
+    path = work / "walls.txt"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        name, _, rest = line.partition(": ")
+        fields = dict(p.split("=", 1) for p in rest.split() if "=" in p)
+        if fields.get("rc") == "0" and "wall_ms" in fields:
+            out[name] = int(fields["wall_ms"])
+    return out
 
 
 def graph_replay_figures(df, marked: dict[int, str]) -> dict:
@@ -105,6 +163,19 @@ def checks(out: dict) -> dict:
             if not prec
             else f"{'PASS' if function < 0.10 else 'FAIL'} (function {100 * function:.1f}%, exact {100 * exact:.1f}%)"
         )
+    comp = out.get("compile.parquet") or {}
+    share = comp.get("compiled_region_kernel_time_with_compiled_lines")
+    res["compile.parquet: compiled-region kernel time carrying Inductor's lines (compiled) >= 90%"] = (
+        "NO DATA" if share is None else f"{'PASS' if share >= 0.90 else 'FAIL'} ({100 * share:.1f}%)"
+    )
+    w = out.get("walls") or {}
+    ratio = w["record_compile"] / w["plain_compile"] if w.get("record_compile") and w.get("plain_compile") else None
+    events = comp.get("events")
+    res["compile.parquet: under 300,000 events and record/plain < 3x"] = (
+        "NO DATA"
+        if ratio is None or events is None
+        else f"{'PASS' if events < 300_000 and ratio < 3 else 'FAIL'} ({events:,} events, {ratio:.2f}x)"
+    )
     return res
 
 
@@ -147,6 +218,7 @@ def main() -> None:
             out["whatif_mm"] = whatif_mm(mm)
         except Exception as exc:
             out["whatif_mm"] = {"error": repr(exc)}
+    out["walls"] = walls(work)
     out["checks"] = checks(out)
     print(json.dumps(out, indent=1, default=str))
 
