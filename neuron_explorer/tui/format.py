@@ -91,6 +91,30 @@ class Phrases:
                 yield Text(line)
 
 
+class Prose:
+    """A rich renderable: text wrapped at whatever width it is drawn in, never parting a number
+    from its unit (``reports.fit.wrap_prose``: rich alone would print "10" and "µs" on two
+    lines); for table cells and titles."""
+
+    def __init__(self, text: Any) -> None:
+        from rich.text import Text
+
+        self.text = text if isinstance(text, Text) else Text(str(text))
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from neuron_explorer.reports.fit import wrap_prose
+
+        for line in wrap_prose(self.text, max(options.max_width, 1)):
+            line.end = "\n"
+            yield line
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        plain = self.text.plain
+        return Measurement(min(len(plain), 12), max(len(plain), 1))
+
+
 #: Eighths of a cell, for bars drawn in text.
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 

@@ -286,8 +286,10 @@ class SnapshotTable(DataTable):
         text = value if shortened else fmt_value(column, value, width, root)
         if column.unit and column.unit not in ("path", "loc", "kernel"):
             return Text(text, justify="right")
-        if column.wrap:
-            return Text(text, no_wrap=False)
+        if column.wrap:  # (wrapped by hand: a number never parts from its unit)
+            from neuron_explorer.tui.format import Prose
+
+            return Prose(text)  # type: ignore[return-value]
         return Text(text, overflow="ellipsis", no_wrap=True)
 
 

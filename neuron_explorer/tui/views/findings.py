@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input, Static
 from neuron_explorer.reports.fixes import cost_phrase
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.trace.units import format_line_value
-from neuron_explorer.tui.format import Phrases, fmt_metric, fmt_ns
+from neuron_explorer.tui.format import Phrases, Prose, fmt_metric, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.views.overview import SEVERITY_STYLE
 from neuron_explorer.tui.widgets import SnapshotTable
@@ -130,15 +130,18 @@ def _skipped_note(analysis: Analysis) -> str:
 
 def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None = None) -> Group:
     """A finding's full evidence: message, numbers vs thresholds, lines, time ranges, fix."""
+    # (Prose: wrapped so that a figure never parts from its unit)
     parts: list[Any] = [
-        Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold")),
-        Text(
-            f"{f.rule_id} · {cost_phrase(f).strip(' ()') or 'no cost'}"
-            + (f" · rank {f.rank}" if f.rank is not None else ""),
-            style="dim",
+        Prose(Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold"))),
+        Prose(
+            Text(
+                f"{f.rule_id} · {cost_phrase(f).strip(' ()') or 'no cost'}"
+                + (f" · rank {f.rank}" if f.rank is not None else ""),
+                style="dim",
+            )
         ),
         Text(""),
-        Text(f.message),
+        Prose(f.message),
     ]
     if f.metrics:
         numbers = Table(title="Evidence", title_justify="left", box=None, header_style="bold")
@@ -173,5 +176,5 @@ def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None =
             Text.assemble(("Events: ", "bold"), f"{len(f.event_ids):,} (ids {', '.join(map(str, f.event_ids[:5]))}…)")
         )
     if f.recommendation:
-        parts += [Text(""), Text("Fix", style="bold green"), Text(f.recommendation)]
+        parts += [Text(""), Text("Fix", style="bold green"), Prose(f.recommendation)]
     return Group(*parts)

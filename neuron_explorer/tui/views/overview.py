@@ -20,7 +20,7 @@ from neuron_explorer.reports.colors import part_color
 from neuron_explorer.trace.line_coverage import coverage_text
 from neuron_explorer.trace.warmup import steady_durations
 from neuron_explorer.tui.critical import critical_path_renderable
-from neuron_explorer.tui.format import fmt_ns, pack_phrases, zero_based_bars
+from neuron_explorer.tui.format import Prose, fmt_ns, pack_phrases, zero_based_bars
 from neuron_explorer.tui.snapshots import Overview
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ class OverviewPane(VerticalScroll):
         table.add_column("Finding", ratio=1)
         table.add_column("Cost", justify="right", width=10)
         for f in findings:
-            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.title, fmt_ns(f.cost_ns))
+            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), Prose(f.title), fmt_ns(f.cost_ns))
         parts: list = [Text(verdict, style="bold")] if verdict else []
         # A Neuron export's own warnings (e.g. its DMA figures may be wrong) come before the findings.
         parts += [
