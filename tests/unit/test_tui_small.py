@@ -313,3 +313,28 @@ async def test_finding_titles_at_80_columns_are_whole() -> None:
             assert title in column, title  # wrapped onto two lines, never cut
         assert "…" not in column
         assert "Rule" not in [str(c.label) for c in table.ordered_columns]  # the rule id gave way first
+
+
+@pytest.mark.parametrize(("size", "view"), [(SMALL, "overview"), ((120, 30), "findings")])
+async def test_a_wrapped_title_keeps_its_figure_with_its_unit(size, view) -> None:
+    """ "Launch-bound: 60% of kernels are shorter than 10 µs" wraps in the Overview's top findings
+    at 80x24 and in the Findings list at 120 columns: "10" and "µs" stay on one line."""
+    title = next(f.title for f in analysis_of(EAGER).findings if f.rule_id == "launch_bound")
+    figure = re.search(r"\d+ µs", title)
+    assert figure is not None
+    app = app_for(EAGER)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        if view == "findings":
+            await pilot.press("2")
+            await settle(pilot)
+            region = app.query_one("#findings-table").region
+        else:
+            region = app.query_one("#overview-findings").region
+        lines = screen_text(app).splitlines()[region.y : region.bottom]
+        cells = [line[region.x : region.right] for line in lines]
+        if view == "overview":  # the table under the verdict
+            cells = cells[next(i for i, c in enumerate(cells) if "Severity" in c) :]
+        words = " ".join(c.strip(" │╭╮╰╯─") for c in cells)
+        assert " ".join(title.split()[:3]) in words  # the title is in the table, wrapped
+        assert any(figure.group(0) in c for c in cells), cells  # and its figure on one line
