@@ -185,8 +185,9 @@ def build_server(
     @tool()
     def trace_summary(trace: TraceArg = None) -> dict[str, Any]:
         """Start here. The analyzers' verdict for one trace (one sentence: what bounds the run and
-        the top issue), its summary (wall_ns, num_steps, step_p50_ns, ranks, devices,
-        torch_version, and the share of step time in each attribution category as *_pct percent:
+        the top issue), its summary (wall_ns: the span of the steps, num_steps, step_p50_ns, ranks,
+        devices, torch_version, and the share of the profiled time, every step window summed, in
+        each attribution category as *_pct percent:
         one_time, compute, communication, copy, host_blocked, device_wait, data_loading, host_launch,
         host_python, untraced), step statistics, the three costliest findings
         (rule_id, severity, title, cost_ns), the memory summary, and the trace's facts (events by

@@ -172,16 +172,24 @@ def price_by_replay(findings: list[Finding], frames: TraceFrames | None) -> dict
     }
 
 
+def _ms(ns: float) -> str:
+    from neuron_explorer.trace.units import format_duration
+
+    return format_duration(ns)
+
+
 def settle_costs(findings: list[Finding], attribution: pd.DataFrame) -> list[Finding]:
     """Cap each attribution-priced finding's cost at what is left of its category after the
     replay-priced findings of that category took theirs, most important first (a cause in
     ``CLAIMS_FIRST`` before the symptom); returns the findings re-ranked (severity, then cost)."""
     left = budgets(attribution)
+    claimants: dict[str, list[str]] = {}  # category -> the rules that claimed some of it, in order
     for f in findings:
         if f.cost_method == "replay":
             f.category = resolve_category(f, attribution)
             if f.category is not None:
                 left[f.category] = max(left.get(f.category, 0) - int(f.cost_ns), 0)
+                claimants.setdefault(f.category, []).append(f.rule_id)
     order = sorted(
         (f for f in findings if f.cost_method != "replay"),
         key=lambda f: (f.rule_id not in CLAIMS_FIRST, -SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id),
@@ -191,7 +199,18 @@ def settle_costs(findings: list[Finding], attribution: pd.DataFrame) -> list[Fin
         if f.category is None:
             f.cost_ns = 0  # a claim on no category is a claim on no time
             continue
-        claimed = min(max(int(f.cost_ns), 0), left.get(f.category, 0))
+        named = max(int(f.cost_ns), 0)
+        claimed = min(named, left.get(f.category, 0))
         left[f.category] = left.get(f.category, 0) - claimed
+        if claimed < named and named - claimed >= 0.05 * named:  # the text says why the cost is less
+            others = list(dict.fromkeys(r for r in claimants.get(f.category, []) if r != f.rule_id))
+            why = (
+                f"the rest of that {f.category} time is already claimed by {', '.join(others)}"
+                if others
+                else f"all the {f.category} time the steps hold"
+            )
+            f.message = f"{f.message} (Of the {_ms(named)} it names, {_ms(claimed)} is its cost: {why}.)"
+        if claimed:
+            claimants.setdefault(f.category, []).append(f.rule_id)
         f.cost_ns = claimed
     return sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id))

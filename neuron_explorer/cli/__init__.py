@@ -16,6 +16,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
+from typing import IO
 
 from neuron_explorer import __version__, environment
 from neuron_explorer.cli import signals
@@ -88,6 +89,9 @@ EXIT_FINDINGS = 1  # analyze --fail-on matched; diff --fail-on-regression found 
 EXIT_USAGE = 2
 EXIT_INPUT = 3  # a bad or missing input file
 EXIT_INTERRUPTED = 130
+#: The reader of our output went away (``analyze ... | head``): 128 + SIGPIPE, the status a shell
+#: reports for ``cat`` in the same place; nothing is printed.
+EXIT_BROKEN_PIPE = 141
 
 
 def _load(module: str) -> ModuleType | None:
@@ -99,9 +103,51 @@ def _load(module: str) -> ModuleType | None:
         raise
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A command's docstring as its help, fitted to the terminal: prose paragraphs are wrapped to
+    the width; indented lines are kept as written (an example command stays one line to copy),
+    except a two-column line ("  name   what it does", the tool list) too long for the width,
+    whose second column wraps under itself instead of the terminal cutting a word."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import re
+        import textwrap
+
+        out: list[str] = []
+        for paragraph in re.split(r"\n\s*\n", text):
+            lines = paragraph.splitlines()
+            if not lines:
+                continue
+            if not any(line.startswith((" ", "\t")) for line in lines):  # prose: re-wrap it
+                body = " ".join(x.strip() for x in lines)
+                out.append(textwrap.fill(body, width, initial_indent=indent, subsequent_indent=indent))
+                continue
+            kept = []
+            for line in lines:
+                two_columns = re.match(r"(\s+\S+\s{2,})\S", line)
+                if len(indent + line) <= width or two_columns is None:
+                    kept.append(indent + line)
+                    continue
+                hang = indent + " " * len(two_columns.group(1))
+                kept.append(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=hang))
+            out.append("\n".join(kept))
+        return "\n\n".join(out)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but help on a closed pipe raises (argparse would swallow the error and
+    exit 0 with the help half written): ``main`` ends it with the status of a closed pipe."""
+
+    def print_help(self, file: IO[str] | None = None) -> None:
+        (file or sys.stdout).write(self.format_help())
+
+    def print_usage(self, file: IO[str] | None = None) -> None:
+        (file or sys.stdout).write(self.format_usage())
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported (all of them when it is None)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="neuron-explorer",
         description="Profile PyTorch on any accelerator, map every event to its source line, and say what holds it back.",
     )
@@ -121,7 +167,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             name,
             help=summary or doc.splitlines()[0],
             description=doc,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_HelpFormatter,
         )
         module.prepare_parser(p)
         p.set_defaults(_run=module.run)
@@ -148,6 +194,42 @@ def _error(text: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the exit status (``EXIT_*``). A closed output pipe ends it quietly."""
+    try:
+        return _main(argv)
+    except BaseException as exc:
+        if not _broken_pipe(exc) or not _stdout_gone():
+            raise  # (a pipe of our own, a worker's, that broke is a bug, not the reader leaving)
+        # `neuron-explorer analyze x | head`: not an error. Later writes, and the flush at
+        # exit, go to /dev/null so Python prints no "Exception ignored" either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    """A ``BrokenPipeError``, or a group of nothing else (the MCP server's task group)."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    inner = getattr(exc, "exceptions", None)  # (an ExceptionGroup)
+    return bool(inner) and all(_broken_pipe(e) for e in inner)
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe or socket whose reader has gone (poll says so without
+    writing); True where that cannot be asked (no poll), as stdout is then the likely one."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, ValueError, OSError):
+        return True
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _format_warning  # one readable line, not a source excerpt
     argv = list(sys.argv[1:] if argv is None else argv)
     aws = aws_command(argv, tuple(COMMANDS))
@@ -182,13 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, KeyboardInterrupt):  # (raised by hand, outside the handler)
             print("neuron-explorer: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
-        if not isinstance(exc, BrokenPipeError):
-            raise
-
-        # `neuron-explorer info x | head`: not an error; silence the flush at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_OK
+        raise  # (a BrokenPipeError included: main ends it quietly)
 
 
 def _hand_to_aws(command: str, argv: list[str]) -> int:

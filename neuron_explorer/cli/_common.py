@@ -13,6 +13,23 @@ from neuron_explorer.cli.memory_check import check_fits
 from neuron_explorer.trace import Trace, load
 
 
+def write_stdout(text: str) -> None:
+    """``text`` to standard output in full. A write larger than a pipe holds can be cut short
+    when the reader leaves (``| head``) and Python's text layer drops the rest without an
+    error, so the bytes go out in a loop that sees the short write and then the broken pipe
+    (which ``cli.main`` ends quietly)."""
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:  # (a text stream in memory: a test's, or an embedding program's)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    data = memoryview(text.encode(sys.stdout.encoding or "utf-8", errors="replace"))
+    while data:
+        written = out.write(data)
+        data = data[written if written else len(data) :]
+    out.flush()
+
+
 def add_trace_argument(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
     parser.add_argument(
         "trace",

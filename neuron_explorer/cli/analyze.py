@@ -27,6 +27,7 @@ from neuron_explorer.cli._common import (
     add_trace_argument,
     device_spec_of,
     open_trace,
+    write_stdout,
 )
 from neuron_explorer.cli.memory_check import check_fits
 from neuron_explorer.trace import Trace
@@ -123,14 +124,14 @@ def run(args: argparse.Namespace) -> int:
             buf = io.StringIO()
             render_text(a, buf, args.min_severity, args.top, width=140, verbose=args.verbose)
             _write(Path(args.output), buf.getvalue())
-            print(f"wrote {args.output} ({len(a.findings)} findings)", file=sys.stderr)
+            print(f"wrote {printable(args.output)} ({len(a.findings)} findings)", file=sys.stderr)
         else:
             render_text(a, sys.stdout, args.min_severity, args.top, verbose=args.verbose)
     elif args.output:
         _write(Path(args.output), text)
-        print(f"wrote {args.output} ({len(a.findings)} findings)", file=sys.stderr)
+        print(f"wrote {printable(args.output)} ({len(a.findings)} findings)", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
     if args.fail_on:
         floor = SEVERITY_RANK[args.fail_on]
         if any(SEVERITY_RANK[f.severity] >= floor for f in a.findings):

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from neuron_explorer.trace.atomic import atomic_path
+from neuron_explorer.trace.paths import printable
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "parquet":
         with atomic_path(Path(args.output)) as tmp:
             _plain(df).to_parquet(tmp, index=False)
-        print(f"wrote {len(df)} rows to {args.output}")
+        print(f"wrote {len(df)} rows to {printable(args.output)}", file=sys.stderr)
         return 0
     if args.format == "csv":
         text = df.to_csv(index=False)
@@ -73,9 +74,11 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         with atomic_path(Path(args.output)) as tmp:
             Path(tmp).write_text(text, encoding="utf-8")
-        print(f"wrote {len(df)} rows to {args.output}")
+        print(f"wrote {len(df)} rows to {printable(args.output)}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        from neuron_explorer.cli._common import write_stdout
+
+        write_stdout(text)
     return 0
 
 

@@ -14,6 +14,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from neuron_explorer.cli import EXIT_BROKEN_PIPE
 from neuron_explorer.cli import main as cli_main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -32,7 +33,9 @@ def _has(module: str) -> bool:
 def _step(title: str, argv: list[str]) -> int:
     print(f"\n$ neuron-explorer {' '.join(argv)}", file=sys.stderr, flush=True)
     code = cli_main(argv)
-    if code not in (0, 1):  # 1 = findings above --fail-on, not a failure of the job
+    # 1 = findings above --fail-on, not a failure of the job; a closed output pipe ends the
+    # demo quietly (the callers return any other code at once)
+    if code not in (0, 1, EXIT_BROKEN_PIPE):
         print(f"neuron-explorer demo: step '{title}' failed with exit code {code}", file=sys.stderr)
     return code
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
 from neuron_explorer.analyzers.diff import CONFIDENCE, DiffError, GateCheck, TraceDiff, diff_traces, gate
-from neuron_explorer.cli._common import add_output_argument, open_trace
+from neuron_explorer.cli._common import add_output_argument, open_trace, write_stdout
 from neuron_explorer.reports.fit import PIPE_WIDTH, text_width
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.atomic import atomic_path, check_output
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         with atomic_path(args.output) as tmp:
             tmp.write_text(text, encoding="utf-8")
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
     if checks is not None and any(c.failed for c in checks):
         for c in checks:
             if c.failed:

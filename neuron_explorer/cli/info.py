@@ -21,7 +21,7 @@ from neuron_explorer.analyzers.neuron_summary import (
     neuron_overview,
     profile_warnings,
 )
-from neuron_explorer.cli._common import add_trace_argument, open_trace
+from neuron_explorer.cli._common import add_trace_argument, open_trace, write_stdout
 from neuron_explorer.reports.neuron_text import render_engine_table
 from neuron_explorer.trace.line_coverage import coverage_text
 from neuron_explorer.trace.summary import describe
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         info["neuron_engines"] = engine_table(trace.metadata).to_dict(orient="records")
         info["profile_warnings"] = profile_warnings(trace.metadata)
     if args.format == "json":
-        print(json.dumps(info, indent=2, default=_json_default))
+        write_stdout(json.dumps(info, indent=2, default=_json_default) + "\n")
     else:
         render_text(info)
     return 0
@@ -61,7 +61,10 @@ def _json_default(o: Any) -> Any:
 
 
 def _ms(ns: float | int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+    """A duration as analyze and every other output show it ("4.91 s", "297 µs")."""
+    from neuron_explorer.trace.units import format_duration
+
+    return "-" if ns is None else format_duration(ns)
 
 
 def _pct(part: int, whole: int) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from neuron_explorer.analyzers import analyze
 from neuron_explorer.cli._common import (
@@ -48,5 +49,5 @@ def run(args: argparse.Namespace) -> int:
     trace = load_for_analysis(args.trace)
     a = analyze(trace, device_spec=spec)
     write_metrics(a, out)
-    print(f"wrote {len(os.listdir(out))} files to {printable(out)}")
+    print(f"wrote {len(os.listdir(out))} files to {printable(out)}", file=sys.stderr)
     return 0

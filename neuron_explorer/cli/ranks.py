@@ -116,7 +116,9 @@ def _printer() -> Any:
 def run(args: argparse.Namespace) -> int:
     s = summarize(Path(args.run), args.workers, args.dask, args.top)
     if args.format == "json":
-        print(json.dumps(s, indent=2))
+        from neuron_explorer.cli._common import write_stdout
+
+        write_stdout(json.dumps(s, indent=2) + "\n")
         return 0
     say = _printer()  # every line below wrapped to the terminal, names made printable
     say(f"{s['run']}: {s['ranks']} ranks, {s['matched_collectives']} of {s['collectives']} collectives matched "

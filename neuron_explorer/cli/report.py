@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     path = write_report(trace, output, analysis=analyze(trace, device_spec=spec), title=args.title)
     if not args.quiet:
         size_mb = path.stat().st_size / 1e6
-        print(f"wrote {printable(path)} ({size_mb:.1f} MB); open it in a browser", file=sys.stdout)
+        print(f"wrote {printable(path)} ({size_mb:.1f} MB); open it in a browser", file=sys.stderr)
     return 0
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
 from neuron_explorer.analyzers.graph import Edits, whatif
-from neuron_explorer.cli._common import add_trace_argument, open_trace
+from neuron_explorer.cli._common import add_trace_argument, open_trace, write_stdout
 from neuron_explorer.trace.errors import AnalysisError
 
 
@@ -86,9 +86,9 @@ def run(args: argparse.Namespace) -> int:
     result = whatif(TraceFrames(trace), edits)
     result = {"source": str(args.trace), **result}
     if args.format == "json":
-        print(json.dumps(result, indent=2))
+        write_stdout(json.dumps(result, indent=2) + "\n")
     else:
-        print(render_text(result))
+        write_stdout(render_text(result) + "\n")
     return 0
 
 

@@ -13,6 +13,7 @@ mapping to its exact line (operator expressions such as ``a @ b`` get theirs fro
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     device = pick_device()
     loss = train(args.steps, args.batch, args.width, args.depth, args.classes, device)
-    print(f"trained {args.steps} steps on {device}: loss {loss:.4f}")
+    # a status line, so on stderr: `neuron-explorer demo | head` reads only the analysis
+    print(f"trained {args.steps} steps on {device}: loss {loss:.4f}", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,7 @@ file) a wide one so tables keep their natural width instead of rich's 80-column 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -63,7 +64,52 @@ def make_console(out: IO[str] | None = None, width: int | None = None) -> Any:
                 width = self.prose_width
             super().print(*objects, width=width, **kwargs)
 
+        def on_broken_pipe(self) -> None:
+            # rich would exit with status 1 here; ``cli.main`` ends a closed pipe quietly
+            # with the shell's status for it instead
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
+
     return _Console(file=out, width=chosen, highlight=False, soft_wrap=False, emoji=False)
+
+
+#: A space that keeps a number with the word after it ("7.54 ms", "250 kernels", "step 6 (+265%)")
+_GLUED = re.compile(r"(?<=\d) (?=[^\s\d][^\s]{0,9}(?:\s|$))")
+#: Written into prose to keep two words on one line ("data_loading_ns" and its value)
+KEEP = "\u00a0"
+
+
+def wrap_prose(text: Any, width: int, hang: int = 0) -> list[Any]:
+    """``text`` (a rich ``Text``, styles kept) in lines of ``width``, broken only at spaces that
+    do not join a number to the word after it, nor ``KEEP`` (rich would break at any space and
+    print "8.22" and "µs" on two lines); continuation lines are indented ``hang`` spaces. A
+    word longer than the width (a path) stays whole on its own line."""
+    from rich.text import Text
+
+    plain = text.plain
+    glued = {m.start() for m in _GLUED.finditer(plain)}
+    breaks = [i for i, ch in enumerate(plain) if ch == " " and i not in glued]
+    lines: list[tuple[int, int]] = []
+    start, last = 0, None
+    for b in [*breaks, len(plain)]:
+        room = width - (hang if lines else 0)
+        if b - start > room and last is not None and last > start:
+            lines.append((start, last))
+            start = last + 1
+        last = b
+    lines.append((start, len(plain)))
+    out = []
+    for k, (s, e) in enumerate(lines):
+        piece = text[s:e]
+        piece = Text(piece.plain.replace(KEEP, " "), style=piece.style, spans=piece.spans, end="")
+        out.append(Text(" " * hang) + piece if k else piece)
+    return out
+
+
+def print_prose(console: Any, text: Any, hang: int = 0) -> None:
+    """``text`` wrapped by ``wrap_prose`` at the console's prose width and printed line by line."""
+    for line in wrap_prose(text, prose_width(console), hang):
+        console.print(line, crop=False, overflow="ignore")
 
 
 def table_width(console: Any) -> int:

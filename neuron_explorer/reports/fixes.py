@@ -20,6 +20,8 @@ def cost_phrase(f: Any) -> str:
     if d.get("cost_method") == "replay":
         what = f": {d['fix_edit']}" if d.get("fix_edit") else ""
         see = f"; see {d['refers_to']}" if d.get("refers_to") else ""
+        if not d.get("cost_ns"):  # the figure in the title is real; other work sets the step time
+            return f" (fix saves nothing measurable, replayed{what}: other work sets the step time{see})"
         return f" (fix saves ~{fmt_ns(d.get('cost_ns') or 0)}, replayed{what}{see})"
     if d.get("cost_ns") and d.get("category"):
         return f" (costs ~{fmt_ns(d['cost_ns'])} of {d['category']}, by attribution)"

@@ -39,7 +39,7 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         f"**Verdict:** {s['verdict']}",
         "",
         *[f"> The profile itself warns: {_cell(w)}\n" for w in s.get("profile_warnings") or []],
-        f"{s['num_events']:,} events · wall {fmt_ns(s['wall_ns'])} · {s['num_steps']} step(s) · ranks {s['ranks']} · "
+        f"{s['num_events']:,} events · span {fmt_ns(s['wall_ns'])} · {s['num_steps']} step(s) · ranks {s['ranks']} · "
         f"devices {', '.join(s['devices']) or 'cpu only'}",
         "",
     ]
@@ -49,7 +49,11 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
     labels = HOST_ONLY_LABELS if s["device_types"] == ["cpu"] else CATEGORY_LABELS
     if s["device_types"] == ["neuron"] and s.get("neuron") and not len(a.ops):  # a device profile alone
         labels = NEURON_DEVICE_LABELS
-    out += ["| where step time went (each instant once, by priority) | share |", "|---|---:|"]
+    out += [
+        "| where the profiled time went (every step window, warm-up included; each instant once, by priority) "
+        "| share |",
+        "|---|---:|",
+    ]
     for name in CATEGORY_NAMES:
         if s.get(f"{name}_pct"):
             out.append(f"| {labels[name]} | {s[f'{name}_pct']:.1f}% |")

@@ -8,7 +8,16 @@ from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.perf.shapes import short_shapes
 from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, skipped_summary
-from neuron_explorer.reports.fit import Column, make_console, print_table, printable, prose_width, table_width
+from neuron_explorer.reports.fit import (
+    KEEP,
+    Column,
+    make_console,
+    print_prose,
+    print_table,
+    printable,
+    prose_width,
+    table_width,
+)
 from neuron_explorer.reports.fixes import cost_phrase, fixes_line
 from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import display_kernel_name, short_kernel_name
@@ -27,6 +36,7 @@ def render(
     """The analysis as text ``width`` columns wide (the terminal's by default); ``verbose``
     lists every rule that did not apply with its reason instead of one summary line."""
     from rich.markup import escape
+    from rich.text import Text
 
     console = make_console(out, width)
     where = Locations.for_analysis(a)
@@ -34,10 +44,10 @@ def render(
     s = a.summary
     console.print(f"[bold]{escape(printable(s['source'] or 'trace'))}[/bold]")
     console.print(
-        f"{s['num_events']:,} events, wall {fmt_ns(s['wall_ns'])}, {s['num_steps']} step(s), ranks {s['ranks']}, "
+        f"{s['num_events']:,} events, span {fmt_ns(s['wall_ns'])}, {s['num_steps']} step(s), ranks {s['ranks']}, "
         f"devices {', '.join(s['devices']) or 'cpu only'}"
     )
-    console.print(f"[bold]Verdict:[/bold] {escape(printable(s['verdict']))}")
+    print_prose(console, Text.assemble(("Verdict:", "bold"), " ", printable(s["verdict"])))
     for w in s.get("profile_warnings") or []:
         console.print(f"[yellow]The profile itself warns:[/yellow] {escape(str(w))}")
     if any(d.get("metrics_only") for d in s.get("neuron") or []):
@@ -57,24 +67,26 @@ def render(
     if not findings:
         console.print("No problems detected by the rules that ran.")
     if fixes_line(a.fixes):
-        console.print(escape(fixes_line(a.fixes) or ""))
+        print_prose(console, Text(fixes_line(a.fixes) or ""))
     for i, f in enumerate(findings, 1):
-        cost = escape(cost_phrase(f))
-        console.print(
-            f"{i}. [{_STYLE[f.severity]}]{f.severity.upper()}[/] [bold]{escape(printable(f.title))}[/bold]{cost}"
-            f"  [dim]{f.rule_id}[/dim]"
+        # (wrapped by hand: a number never parts from its unit, a metric from its value)
+        title = Text.assemble(
+            f"{i}. ",
+            (f.severity.upper(), _STYLE[f.severity]),
+            " ",
+            (printable(f.title), "bold"),
+            cost_phrase(f),
+            "  ",
+            (f.rule_id, "dim"),
         )
-        console.print(f"   {escape(printable(f.message))}")
+        print_prose(console, title, hang=3)
+        print_prose(console, Text("   " + printable(f.message)), hang=3)
         if f.metrics:
-            console.print(
-                "   [dim]" + escape(", ".join(f"{k} {fmt_value(v)}" for k, v in f.metrics.items())) + "[/dim]"
-            )
+            items = ", ".join(f"{k}{KEEP}{fmt_value(v)}" for k, v in f.metrics.items())
+            print_prose(console, Text("   " + items, style="dim"), hang=3)
         if f.threshold:
-            console.print(
-                "   [dim]threshold: "
-                + escape(", ".join(f"{k} {fmt_value(v)}" for k, v in f.threshold.items()))
-                + "[/dim]"
-            )
+            items = ", ".join(f"{k}{KEEP}{fmt_value(v)}" for k, v in f.threshold.items())
+            print_prose(console, Text("   threshold: " + items, style="dim"), hang=3)
         if f.source_lines:
             shown = f.source_lines[:3]
             function_level |= any(where.is_function_level(x.get("file"), x.get("line")) for x in shown)
@@ -82,7 +94,7 @@ def render(
             for k, x in enumerate(shown):
                 lead = "   Where: " if k == 0 else "          "
                 console.print(lead + where.finding_line(x, room), overflow="ignore", crop=False)
-        console.print(f"   [green]Fix:[/green] {escape(printable(f.recommendation))}")
+        print_prose(console, Text.assemble("   ", ("Fix:", "green"), " ", printable(f.recommendation)), hang=3)
     console.print()
 
     if len(a.kernels):
@@ -145,7 +157,7 @@ def render(
             for rid, why in a.skipped:
                 console.print(f"[dim]  {escape(printable(rid))}: {escape(printable(why))}[/dim]")
         else:
-            console.print(f"[dim]{escape(skipped_summary(a.skipped))}; --verbose lists them[/dim]")
+            print_prose(console, Text(f"{skipped_summary(a.skipped)}; --verbose lists them", style="dim"))
 
 
 def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -> bool:
@@ -190,7 +202,11 @@ def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
     present = [c for c in CATEGORY_NAMES if len(at) and at[f"{c}_ns"].sum() > 0]
     host_only = bool(len(at)) and bool((at["device"] < 0).all())
     labels = HOST_ONLY_SHORT if host_only else SHORT_LABELS
-    columns = [Column("rank"), Column("device", "text", short="dev"), Column("wall")]
+    columns = [
+        Column("rank"),
+        Column("device", "text", short="dev"),
+        Column("profiled", short="time", meaning="the step windows summed"),
+    ]
     for c in present:
         label = labels[c]
         columns.append(Column(label, short=TINY_LABELS.get(label), meaning=label))
@@ -208,7 +224,7 @@ def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
     return columns, rows
 
 
-ATTRIBUTION_TITLE = "Where step time went (% of wall time; docs/rules.md)"
+ATTRIBUTION_TITLE = "Where the profiled time went (all steps; docs/rules.md)"
 
 
 def print_attribution(console: Any, a: Analysis) -> None:

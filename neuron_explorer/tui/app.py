@@ -15,13 +15,12 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import CommandListItem, SimpleCommand
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane
 
 from neuron_explorer.reports.location import Locations
 from neuron_explorer.reports.names import short_kernel_name
 from neuron_explorer.tui.data import TraceSource
+from neuron_explorer.tui.help import HelpScreen, help_sections
 from neuron_explorer.tui.snapshots import Overview
 from neuron_explorer.tui.views.explore import KernelsPane, OpsPane
 from neuron_explorer.tui.views.findings import FindingsPane
@@ -40,35 +39,6 @@ VIEWS: tuple[tuple[str, str], ...] = (
     ("timeline", "Timeline"),
 )
 
-HELP_TEXT = """\
-[b]Neuron Explorer — keys[/b]
-
-  [b]1[/b]-[b]6[/b], [b]tab[/b] / [b]shift+tab[/b]   switch view (Overview, Findings, Ops, Kernels, Source, Timeline)
-  [b]/[/b]                    filter the current table as you type; on Overview and Timeline, search everything
-  [b]↑ ↓ pgup pgdn[/b]        move in a table       [b]enter[/b]  open the row (drill down, open a file)
-  [b]s[/b] / [b]r[/b]                choose the column to sort by / reverse (or click a column header)
-  [b]g[/b] / [b]o[/b]                on a finding, op, kernel or call: go to its time in the timeline / open its line
-  [b]c l k[/b]                Ops and Kernels: focus the drill-down's calls, source lines, related table
-  [b]escape[/b]               leave the filter, close a file or this help
-  [b]+ - ← → 0[/b]            timeline: zoom, pan, reset          [b][ ][/b]  previous / next step
-                       enter on an event selects it (marked in its lane, details above the list)
-  [b]?[/b]                    this help             [b]q[/b]  quit
-The mouse works too: click tabs, rows and headers; scroll with the wheel.
-"""
-
-
-class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark,q", "dismiss", "Close"),
-    ]
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help"):
-            yield Static(HELP_TEXT)
-
-    def on_click(self) -> None:
-        self.dismiss()
-
 
 class ExplorerApp(App[None]):
     """Browse one trace: overview, findings, ops, kernels, source lines and a timeline."""
@@ -78,16 +48,30 @@ class ExplorerApp(App[None]):
     # The screen gets -narrow / -short below these sizes: layouts that give the main table the room
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (110, "-wide")]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (34, "-tall")]
+    # (the help lists these, their tooltips as the longer text: tui/help.py)
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("p", "perf", "Roofline", show=False),
+        *[Binding(str(i + 1), f"view('{tab}')", title, show=False) for i, (tab, title) in enumerate(VIEWS)],
+        Binding("tab", "next_view(1)", "Next view", show=False, priority=True),
+        Binding("shift+tab", "next_view(-1)", "Previous view", show=False, priority=True),
         # A priority binding runs before the key is forwarded to the focused widget, so keys
         # typed right after "/" already go to the filter it focuses.
-        Binding("slash", "search", "Search", priority=True),
-        Binding("tab", "next_view(1)", "Next view", show=False, priority=True),
-        Binding("shift+tab", "next_view(-1)", "Prev view", show=False, priority=True),
-        *[Binding(str(i + 1), f"view('{tab}')", title, show=False) for i, (tab, title) in enumerate(VIEWS)],
+        Binding(
+            "slash",
+            "search",
+            "Search",
+            priority=True,
+            tooltip="filter the current table as you type; on Overview and Timeline, search ops, kernels, "
+            "files and findings together",
+        ),
+        Binding(
+            "p",
+            "perf",
+            "Roofline",
+            show=False,
+            tooltip="op groups against the device's peaks, over the current view (escape or p closes it)",
+        ),
+        Binding("question_mark", "help", "Help", tooltip="this list"),
+        Binding("q", "quit", "Quit"),
     ]
 
     def __init__(self, source: TraceSource, search_dirs: tuple[Path, ...] = ()) -> None:
@@ -224,7 +208,7 @@ class ExplorerApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(help_sections(type(self))))
 
     def action_perf(self) -> None:
         """The Roofline view over the current one (op groups vs the device's peaks)."""

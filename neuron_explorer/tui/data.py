@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 #: The columns the TUI reads for its own views (drill-downs, timeline, overview).
 VIEW_COLUMNS: tuple[str, ...] = (
-    "event_id", "rank", "kind", "name", "device_type", "device", "stream", "tid", "start_ns",
+    "event_id", "rank", "kind", "name", "device_type", "device", "stream", "pid", "tid", "start_ns",
     "dur_ns", "step", "parent_id", "launch_id", "op_id", "src_file", "src_line", "src_func", "src_precision",
 )  # fmt: skip
 
@@ -70,6 +70,9 @@ class TraceSource:
         self._lock = threading.Lock()
         self._analysis: Analysis | None = None
         self._analysis_error: str | None = None
+        self._thread_names: dict[tuple[int, int, int], str] | None = None
+        self._lane_names: dict[tuple[int, int], str] | None = None
+        self._names_lock = threading.RLock()  # (thread_names reads recorded_thread_names)
         # A Parquet trace on disk is analyzed in a child process (see tui.isolate).
         self._process = AnalysisProcess(analysis_path) if analysis_path is not None and analyzer is None else None
 
@@ -178,6 +181,46 @@ class TraceSource:
             collector=str(md.get("collector") or ""),
             torch_version=str((md.get("trace_metadata") or {}).get("torch_version") or md.get("torch_version") or ""),
         )
+
+    def thread_names(self) -> dict[tuple[int, int], str]:
+        """(rank, tid) -> the name the timeline gives each host thread (``tui.threads``)."""
+        with self._names_lock:
+            if self._lane_names is None:
+                from neuron_explorer.tui.threads import thread_names
+
+                self._lane_names = thread_names(self)
+            return self._lane_names
+
+    def recorded_thread_names(self) -> dict[tuple[int, int, int], str]:
+        """(rank, pid, tid) -> name from the ``thread_name`` metadata events of the Parquet
+        file(s) behind a trace opened with the view columns only (their raw args are read for
+        those rows alone); empty for a trace with no file."""
+        with self._names_lock:  # (not the analysis lock: that one is held while it runs)
+            if self._thread_names is None:
+                self._thread_names = self._read_thread_names()
+            return self._thread_names
+
+    def _read_thread_names(self) -> dict[tuple[int, int, int], str]:
+        import pyarrow.parquet as pq
+
+        from neuron_explorer.tui.threads import parse_recorded
+
+        path = self.trace.path
+        if path is None or not path.exists():
+            return {}
+        files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.suffix in (".parquet", ".pq"))
+        out: dict[tuple[int, int, int], str] = {}
+        for f in files:
+            try:
+                rows = pq.read_table(
+                    f,
+                    columns=["rank", "pid", "tid", "args"],
+                    filters=[("kind", "=", Kind.METADATA), ("name", "=", "thread_name")],
+                )
+            except (OSError, ValueError, pa.ArrowException):  # names are a nicety: never an error
+                continue
+            out.update(parse_recorded(rows))
+        return out
 
     # ------------------------------------------------------------------------ analysis
     def analysis(self) -> Analysis:

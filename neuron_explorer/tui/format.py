@@ -42,12 +42,77 @@ def fmt_value(column: Column, value: Any, width: int | None = None, root: str | 
         return format_count(value)
     if column.unit == "float" and isinstance(value, (int, float)):
         return f"{float(value):.3g}"
+    if column.unit == "rate" and isinstance(value, (int, float)):  # TFLOP/s, TB/s: as analyze prints them
+        from neuron_explorer.reports.text import rate
+
+        return rate(float(value))
+    if column.unit == "roof%" and isinstance(value, (int, float)):  # over 100% of a peak is marked
+        from neuron_explorer.reports.text import OVER_PEAK_PCT
+
+        return f"{float(value):.1f}%" + ("!" if value > OVER_PEAK_PCT else "")
     return str(value)
 
 
 def fmt_metric(m: dict[str, Any]) -> str:
     """A finding's ``{"value": v, "unit": u}`` as text, by its unit (``trace.units``)."""
     return format_metric(m)
+
+
+def pack_phrases(phrases: list[str] | tuple[str, ...], width: int, sep: str = " · ", head: str = "") -> list[str]:
+    """``head`` then ``phrases`` joined by ``sep`` in lines of ``width``, broken only between
+    phrases: ``min 1.5 ms`` or ``+9.5 ms…+10.5 ms`` never splits from its unit. A phrase wider
+    than the line gets a line of its own."""
+    lines: list[str] = []
+    current, empty = head, True  # (no phrase on the current line yet)
+    for phrase in phrases:
+        if not empty and len(current) + len(sep) + len(phrase) > width:
+            lines.append(current)
+            current = phrase
+        else:
+            current += ("" if empty else sep) + phrase
+        empty = False
+    lines.append(current)
+    return lines
+
+
+class Phrases:
+    """A rich renderable: ``pack_phrases`` at the width it is drawn in (a bold ``head``)."""
+
+    def __init__(self, phrases: list[str] | tuple[str, ...], sep: str = " · ", head: str = "") -> None:
+        self.phrases, self.sep, self.head = tuple(phrases), sep, head
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        for i, line in enumerate(pack_phrases(self.phrases, options.max_width, self.sep, self.head)):
+            if i == 0 and self.head and line.startswith(self.head):
+                yield Text.assemble((self.head, "bold"), line[len(self.head) :])
+            else:
+                yield Text(line)
+
+
+class Prose:
+    """A rich renderable: text wrapped at whatever width it is drawn in, never parting a number
+    from its unit (``reports.fit.wrap_prose``: rich alone would print "10" and "µs" on two
+    lines); for table cells and titles."""
+
+    def __init__(self, text: Any) -> None:
+        from rich.text import Text
+
+        self.text = text if isinstance(text, Text) else Text(str(text))
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from neuron_explorer.reports.fit import wrap_prose
+
+        for line in wrap_prose(self.text, max(options.max_width, 1)):
+            line.end = "\n"
+            yield line
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        plain = self.text.plain
+        return Measurement(min(len(plain), 12), max(len(plain), 1))
 
 
 #: Eighths of a cell, for bars drawn in text.

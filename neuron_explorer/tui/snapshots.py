@@ -20,12 +20,15 @@ class Column:
     key: str
     label: str
     # "ns" (duration), "bytes", "%", "" (plain), "count", "float" (3 significant digits),
+    # "rate" (a TFLOP/s or TB/s figure, no exponents), "roof%" (a share of a peak, "!" over 100),
     # "kernel" (a name, shown demangled), "path" (a source file) or "loc" (a source location:
     # (file, line, func, precision)); paths and locations are shown the one way every output
     # shows them (reports.location), fitted to the column
     unit: str = ""
     width: int | None = None
     drop: int = 0  # on a narrow terminal, columns with drop > 0 are left out, highest first
+    short: str | None = None  # the header when the full one does not fit (the legend says it)
+    wrap: bool = False  # a long value wraps onto more lines instead of being cut (titles)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,8 @@ class Lane:
     # kind -> (starts, ends) of merged, non-overlapping busy intervals, sorted by start
     intervals: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     events: int = 0
+    sub: str = ""  # "data loading" or "Python": a thread's attribution lane, drawn under it
+    detail: str = ""  # what the label leaves out ("tid 1149")
 
 
 @dataclass(frozen=True)

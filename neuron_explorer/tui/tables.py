@@ -20,21 +20,21 @@ if TYPE_CHECKING:
 
 OPS_COLUMNS = (
     Column("name", "Op", width=40),
-    Column("count", "Calls", "count"),
-    Column("host_total_ns", "Host total", "ns", drop=1),
-    Column("host_self_ns", "Host self", "ns"),
-    Column("device_ns", "Device", "ns"),
-    Column("kernel_count", "Kernels", "count"),
+    Column("count", "Calls", "count", short="n"),
+    Column("host_total_ns", "Host total", "ns", short="host", drop=1),
+    Column("host_self_ns", "Host self", "ns", short="self"),
+    Column("device_ns", "Device", "ns", short="dev"),
+    Column("kernel_count", "Kernels", "count", short="kern"),
 )
 KERNELS_COLUMNS = (
     Column("name", "Kernel", "kernel", width=48),
-    Column("category", "Category", drop=3),
+    Column("category", "Category", short="cat", drop=3),
     Column("device_type", "Device", drop=5),
-    Column("count", "Count", "count"),
+    Column("count", "Count", "count", short="n"),
     Column("total_ns", "Total", "ns"),
     Column("mean_ns", "Mean", "ns", drop=2),
     Column("max_ns", "Max", "ns", drop=4),
-    Column("pct", "% device", "%"),
+    Column("pct", "% device", "%", short="%"),
 )
 FILES_COLUMNS = (
     Column("src_file", "File", "path", width=60),

@@ -1,4 +1,11 @@
-"""A sortable, filterable table of a snapshot that fits its columns to the terminal."""
+"""A sortable, filterable table of a snapshot that fits its columns to the terminal.
+
+The layout follows the rules every text output uses (``reports.fit``): numbers are never cut;
+when the columns do not fit, headers first take their short labels (the table's subtitle
+says what they mean), then the columns marked ``drop`` are left out, highest first (never the
+one sorted by), then names and shapes are shortened, in the middle. What is left over goes to
+the name column, so a table always fills its width.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +24,11 @@ from neuron_explorer.tui.snapshots import Column, TableSnapshot
 
 #: Rows a table shows at most (after filtering); a note says when rows were left out.
 MAX_ROWS = 5000
-#: Narrowest the wide (name or path) column gets before the number columns give way.
-MIN_WIDE = 24
-#: Widest a number column gets (a long header is cut rather than crowding the name out).
-MAX_NUMBER = 11
+#: Columns the vertical scrollbar takes inside a table's border.
+SCROLLBAR = 2
+#: A wrapped column (a finding's title) is laid out as if this wide: the columns that may be
+#: left out give way before it wraps.
+WRAP_COMFORT = 44
 
 
 class SnapshotTable(DataTable):
@@ -34,8 +42,8 @@ class SnapshotTable(DataTable):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "choose_sort", "Sort"),
-        Binding("r", "reverse_sort", "Reverse"),
+        Binding("s", "choose_sort", "Sort", tooltip="choose the column to sort by (or click a column header)"),
+        Binding("r", "reverse_sort", "Reverse", tooltip="reverse the order"),
     ]
 
     class Chosen(Message):
@@ -55,6 +63,9 @@ class SnapshotTable(DataTable):
         self.shown: list[int] = []
         # (column index, width) of the columns shown: narrow terminals leave some out
         self._widths: tuple[tuple[int, int], ...] = ()
+        self._labels: dict[str, str] = {}  # column key -> the header shown (full or short)
+        self._legend = ""  # what the short headers mean
+        self._dropped: list[str] = []  # the columns left out to fit
 
     def show(self, snapshot: TableSnapshot) -> None:
         if self.snapshot is None or self.snapshot.columns != snapshot.columns:
@@ -148,15 +159,20 @@ class SnapshotTable(DataTable):
             self._widths = widths
         else:
             self.clear()
-        for i in self.shown:
-            self.add_row(*[self._cell(snap.columns[j], snap.rows[i][j], w) for j, w in widths], key=str(i))
+        cut = self._cut_names(widths)
+        height = None if any(snap.columns[j].wrap for j, _ in widths) else 1
+        for n, i in enumerate(self.shown):
+            cells = [
+                self._cell(snap.columns[j], cut[j][n] if j in cut else snap.rows[i][j], w, j in cut) for j, w in widths
+            ]
+            self.add_row(*cells, key=str(i), height=height)
         if 0 < cursor < len(self.shown):
             self.move_cursor(row=cursor)
         self._update_title(len(indices))
 
     def _header(self, column: Column, width: int) -> Text:
-        """The label, cut to fit; the sort arrow of the sorted column is never cut."""
-        label, arrow = column.label, ""
+        """The label fit chose (full or short); the sort arrow of the sorted column is never cut."""
+        label, arrow = self._labels.get(column.key, column.label), ""
         if column.key == self.sort_key:
             arrow = " ▼" if self.sort_reverse else " ▲"
         room = max(width - len(arrow), 1)
@@ -164,34 +180,65 @@ class SnapshotTable(DataTable):
             label = label[: max(room - 1, 1)] + "…"
         return Text(label + arrow, justify="right" if self._numeric(column.key) else "left")
 
+    def _kind(self, j: int, column: Column) -> str:
+        """The column as ``reports.fit`` lays it out: the name, a secondary name, text or a number.
+        A wrapped column is text up to ``WRAP_COMFORT`` characters: optional columns give way
+        before it wraps."""
+        if self._numeric(column.key):
+            return "num"
+        if column.wrap:
+            return "text"
+        if j == self._wide_index():
+            return "name"
+        return "shape" if column.width else "text"
+
+    def _wide_index(self) -> int | None:
+        snap = self.snapshot
+        assert snap is not None
+        return next((j for j, c in enumerate(snap.columns) if c.width and not self._numeric(c.key)), None)
+
     def _fit(self) -> tuple[tuple[int, int], ...]:
-        """(column, width) of the columns shown: numbers as wide as their values, the wide
-        column the rest; when that leaves it under ``MIN_WIDE``, the columns marked ``drop``
-        are left out, highest first."""
+        """(column, width) of the columns shown, laid out by ``reports.fit.fit`` (see the module
+        doc) over the first 200 rows shown; the name column then takes what is left."""
+        from neuron_explorer.reports import fit as layout
+
         snap = self.snapshot
         assert snap is not None
         rows = [snap.rows[i] for i in self.shown[:200]]
-        widths = {}
-        for j, c in enumerate(snap.columns):
-            longest = max((len(fmt_value(c, r[j], None, snap.root)) for r in rows), default=0)
-            arrow = 2 if c.key == self.sort_key else 0
-            if self._numeric(c.key):
-                widths[j] = max(min(len(c.label), MAX_NUMBER) + arrow, longest)
-            else:
-                widths[j] = max(len(c.label) + arrow, min(longest, c.width or 40))
-        wide = next((j for j, c in enumerate(snap.columns) if c.width and not self._numeric(c.key)), None)
-        if wide is None:
-            return tuple(widths.items())
         total = self.size.width or (self.app.size.width if self.is_attached else 120)
-        droppable = sorted((c.drop, j) for j, c in enumerate(snap.columns) if c.drop and c.key != self.sort_key)
-
-        def room() -> int:
-            # each cell has one space of padding either side; the border and scrollbar take 3
-            return total - sum(w + 2 for j, w in widths.items() if j != wide) - 2 - 3
-
-        while room() < MIN_WIDE and droppable:
-            del widths[droppable.pop()[1]]
-        widths[wide] = max(room(), MIN_WIDE)
+        specs = []
+        for j, c in enumerate(snap.columns):
+            arrow = " ▼" if c.key == self.sort_key else ""
+            specs.append(
+                layout.Column(
+                    c.label + arrow,
+                    self._kind(j, c),
+                    short=(c.short + arrow) if c.short else None,
+                    meaning=c.label,
+                    drop=0 if c.key == self.sort_key else c.drop,
+                )
+            )
+        cells = [
+            [
+                fmt_value(c, r[j], None, snap.root)[: WRAP_COMFORT if c.wrap else None]
+                for j, c in enumerate(snap.columns)
+            ]
+            for r in rows
+        ]
+        # (``size`` is inside the border) each cell has one space of padding either side, and
+        # the vertical scrollbar takes 2
+        fitted = layout.fit(specs, cells, total, gap=lambda n: 2 * n + SCROLLBAR)
+        kept = [next(j for j, spec in enumerate(specs) if spec is f) for f in fitted.columns]
+        widths = dict(zip(kept, fitted.widths))
+        self._labels = {snap.columns[j].key: h.removesuffix(" ▼") for j, h in zip(kept, fitted.headers)}
+        self._legend = fitted.legend
+        self._dropped = fitted.dropped
+        wide = self._wide_index()
+        if wide is not None and wide in widths:
+            used = sum(w + 2 for w in widths.values()) + SCROLLBAR
+            # what is left over (or, for a wrapped column that did not fit, what is missing)
+            spare = total - used
+            widths[wide] = max(widths[wide] + spare, 12) if snap.columns[wide].wrap else widths[wide] + max(spare, 0)
         return tuple(sorted(widths.items()))
 
     def _update_title(self, matched: int) -> None:
@@ -206,20 +253,52 @@ class SnapshotTable(DataTable):
             parts.append(f"sorted by {label} {'▼' if self.sort_reverse else '▲'}")
         if snap.note:
             parts.append(snap.note)
+        if self._legend:
+            parts.append(self._legend)
+        if self._dropped:
+            parts.append(f"left out to fit: {', '.join(self._dropped)}")
         self.border_subtitle = " · ".join(parts)
 
-    def _cell(self, column: Column, value: Any, width: int) -> Text:
+    def _cut_names(self, widths: tuple[tuple[int, int], ...]) -> dict[int, list[str]]:
+        """Plain-text name and shape columns (op names, shapes) cut in the middle so that
+        different values never read the same (``reports.fit.distinct``); kernels, paths and
+        locations have their own shorteners, and wrapped columns are not cut."""
+        from neuron_explorer.reports.fit import distinct
+
+        snap = self.snapshot
+        assert snap is not None
+        from neuron_explorer.reports.names import short_kernel_name
+
+        out = {}
+        for j, w in widths:
+            c = snap.columns[j]
+            if c.unit not in ("", "kernel") or c.wrap or self._kind(j, c) not in ("name", "shape"):
+                continue
+            values = ["" if snap.rows[i][j] is None else str(snap.rows[i][j]) for i in self.shown]
+            if c.unit == "kernel":
+                out[j] = distinct(values, w, short_kernel_name)
+            elif any(len(v) > w for v in values):
+                out[j] = distinct(values, w)
+        return out
+
+    def _cell(self, column: Column, value: Any, width: int, shortened: bool = False) -> Text:
         root = self.snapshot.root if self.snapshot else None
-        text = fmt_value(column, value, width, root)
+        text = value if shortened else fmt_value(column, value, width, root)
         if column.unit and column.unit not in ("path", "loc", "kernel"):
             return Text(text, justify="right")
+        if column.wrap:  # (wrapped by hand: a number never parts from its unit)
+            from neuron_explorer.tui.format import Prose
+
+            return Prose(text)  # type: ignore[return-value]
         return Text(text, overflow="ellipsis", no_wrap=True)
 
 
 class SortChooser(ModalScreen[str | None]):
     """Pick the column a table sorts by (``s``); the current one is highlighted."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,s", "dismiss(None)", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,s", "dismiss(None)", "Cancel", tooltip="enter picks the column")
+    ]
 
     def __init__(self, columns: tuple[Column, ...], current: str | None) -> None:
         super().__init__()

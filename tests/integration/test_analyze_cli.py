@@ -29,7 +29,7 @@ def test_analyze_text_shows_verdict_findings_and_fixes():
     assert r.returncode == 0, r.stderr
     assert "Verdict:" in r.stdout
     assert "device_idle" in r.stdout and "Fix:" in r.stdout
-    assert "Where step time went" in r.stdout
+    assert "Where the profiled time went" in r.stdout
 
 
 def test_analyze_json_is_the_documented_document():

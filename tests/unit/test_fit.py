@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from neuron_explorer.reports.fit import Column, distinct, fit, middle, plain_table, printable
 
 CUTLASS = [
@@ -65,3 +67,26 @@ def test_plain_tables_fit_and_wrap_their_legend() -> None:
     lines = plain_table(cols, [["a" * 100, "+1.5 ms"], ["b" * 100, "-2 ms"]], 40)
     assert all(len(x) <= 40 for x in lines)
     assert "delta = delta per step" in " ".join(lines)
+
+
+def test_prose_breaks_only_between_a_figure_and_the_next_words() -> None:
+    from rich.text import Text
+
+    from neuron_explorer.reports.fit import KEEP, wrap_prose
+
+    message = (
+        "150 of 250 kernels are short (mean 3.6 µs, launch call 8.22 µs); the device sat with nothing "
+        "queued while the host launched for 7.54 ms (40% of step time)."
+    )
+    metrics = ", ".join(f"{k}{KEEP}{v}" for k, v in [("busy_pct", "17.2%"), ("data_loading_ns", "0 ns")] * 4)
+    for text in (message, metrics):
+        for width in range(24, 90, 7):
+            lines = [x.plain for x in wrap_prose(Text(text), width, hang=3)]
+            assert " ".join(x.strip() for x in lines) == text.replace(KEEP, " ")  # nothing lost or added
+            assert all(len(x) <= width for x in lines), (width, lines)
+            for a, b in itertools.pairwise(lines):
+                assert not (a[-1].isdigit() and b.strip()[0] in "µmn%sk"), (a, b)  # "8.22" / "µs" never apart
+                assert not a.endswith("_ns") and not a.endswith("_pct"), (a, b)  # a metric keeps its value
+    styled = Text.assemble(("WARNING", "yellow"), " ", ("a title long enough to wrap onto two lines", "bold"))
+    lines = wrap_prose(styled, 30, hang=3)
+    assert lines[0].spans[0].style == "yellow" and any(s.style == "bold" for s in lines[1].spans)

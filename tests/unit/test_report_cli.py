@@ -28,7 +28,7 @@ def test_report_writes_one_self_contained_html_file(tmp_path: Path) -> None:
     result = run_cli("report", str(SMALL), "-o", str(out))
     # Then one HTML file is written (its folder created), with Plotly inside and no external URL
     assert result.returncode == 0, result.stderr
-    assert f"wrote {out}" in result.stdout
+    assert f"wrote {out}" in result.stderr  # (stdout holds only output data)
     text = out.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>")
     assert "Plotly" in text and len(text) > 3_000_000

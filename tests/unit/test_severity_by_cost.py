@@ -1,4 +1,4 @@
-"""Severity follows cost: under 2% of the wall time a finding is at most info (one central place)."""
+"""Severity follows cost: under 2% of the profiled time a finding is at most info (one central place)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from neuron_explorer.analyzers.rules import MIN_COST_PCT_ABOVE_INFO, all_rules, 
 
 def _analysis(step_ns: list[int]) -> Any:
     """The wall time the cap compares with is the attribution's: one row per step and device."""
-    return SimpleNamespace(attribution=pd.DataFrame({"wall_ns": step_ns, "device": [0] * len(step_ns)}))
+    return SimpleNamespace(
+        attribution=pd.DataFrame({"step": range(len(step_ns)), "wall_ns": step_ns, "device": [0] * len(step_ns)})
+    )
 
 
 def _finding(severity: str, cost_ns: int) -> Finding:
@@ -26,7 +28,7 @@ def test_a_cheap_warning_becomes_info_and_says_why() -> None:
     cheap, costly, error = _finding("warning", 1_000_000), _finding("warning", 2_000_000), _finding("error", 10)
     out = cap_severity_by_cost([cheap, costly, error], rule, a)
     assert [f.severity for f in out] == ["info", "warning", "info"]
-    assert "costs 1.0% of the wall time, under 2%" in cheap.message
+    assert "costs 1.0% of the profiled time, under 2%" in cheap.message
     assert costly.message == "m."
 
 
@@ -49,4 +51,4 @@ def test_a_warning_that_costs_half_the_run_or_more_is_an_error() -> None:
     half, less = _finding("warning", 50_000_000), _finding("warning", 49_999_999)
     out = cap_severity_by_cost([half, less], rule, a)
     assert [f.severity for f in out] == ["error", "warning"]
-    assert "costs 50% of the wall time" in half.message
+    assert "costs 50% of the profiled time" in half.message

@@ -105,7 +105,7 @@ def test_covered_splits_busy_time_between_bins() -> None:
 def test_timeline_has_a_lane_per_thread_and_queue_and_zooms_without_the_trace(source: TraceSource) -> None:
     t = timeline(source)
     assert (t.rank, t.step, t.steps) == (0, 1, ((0, 1), (0, 2)))
-    assert [lane.label for lane in t.lanes] == ["host thread 100", "device 0 queue 7", "device 0 queue 20"]
+    assert [lane.label for lane in t.lanes] == ["main thread", "device 0 queue 7", "device 0 queue 20"]
     queue7 = t.lanes[1]
     cells = render_cells(queue7, t.start_ns, t.end_ns, 20)
     assert len(cells) == 20

@@ -74,6 +74,9 @@ SMALL_SCREENS = {
     "ops_drilldown_lines_80x24": ("3", "down", "enter", "l"),
     "timeline_selected_80x24": ("3", "down", "enter", "c", "g"),
     "source_file_80x24": ("5", "enter"),
+    "help_80x24": ("question_mark",),
+    "help_end_80x24": ("question_mark", "end"),
+    "roofline_80x24": ("p",),
 }
 
 

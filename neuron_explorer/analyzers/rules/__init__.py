@@ -97,7 +97,11 @@ def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> l
             continue
         limit = MIN_COST_PCT_ABOVE_INFO / 100.0 * wall
         dominant = MIN_COST_PCT_FOR_ERROR / 100.0 * wall
-        of = "the wall time" if wall == attributed_wall_ns(analysis, steady=False) else "the steady-state time"
+        # (docs/rules.md "Words for numbers": every step window is the profiled time; less the
+        # one-time work, the step time; a trace without steps is one window, the traced time)
+        of = "the profiled time" if wall == attributed_wall_ns(analysis, steady=False) else "the step time"
+        if not len(at) or not (at["step"] >= 0).any():
+            of = "the traced time"
         if f.severity != "info" and f.cost_ns < limit:
             f.message = (
                 f"{f.message} (Shown as info, not {f.severity}: it costs {100.0 * f.cost_ns / wall:.1f}% of "

@@ -206,7 +206,11 @@ def ranges(df: pd.DataFrame, n: int = 5, by: str = "dur_ns") -> tuple[list[list[
 
 
 def ms(ns: float) -> str:
-    return f"{ns / 1e6:.1f} ms" if abs(ns) >= 1e5 else f"{ns / 1e3:.1f} us"
+    """A duration as every output shows one (``trace.units``: "166 µs", "7.54 ms", "43.3 s"),
+    never "0.2 ms" for 166 µs or "43288.3 ms"."""
+    from neuron_explorer.trace.units import format_duration
+
+    return format_duration(ns)
 
 
 def category_ns(a: Analysis, category: str) -> int:

@@ -15,6 +15,7 @@ from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, catego
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.analyzers.run_kind import RunKind
+from neuron_explorer.trace.units import format_duration
 
 
 def _need_device(ctx: RuleContext) -> pd.DataFrame:
@@ -83,10 +84,11 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
                 f"The device ran work {busy_pct:.1f}% {of_wall(ctx.frames.has_steps)}. The rest: {split or 'n/a'}. "
                 f"Largest gap: {ms(gap[top[0]]) if len(top) else 'n/a'}."
                 + (
-                    f" {ms(untraced)} of it the host ran nothing the profiler recorded (record with "
-                    "with_stack=True to see the Python)."
+                    f" {format_duration(untraced)} of it the host ran nothing the profiler recorded (record with "
+                    "with_stack=True to see the Python): that part is this finding's cost; the rest of the idle "
+                    "time is billed to the findings that name its cause."
                     if untraced
-                    else ""
+                    else " Each part of the idle time is billed to the finding that names its cause, none to this one."
                 )
             ),
             metrics={

@@ -58,7 +58,7 @@ def _host_window_pieces(ctx: RuleContext, inner: pd.DataFrame, outer: pd.DataFra
     "sync_in_loop",
     family="host",
     title="Host-device synchronization in the loop",
-    thresholds={"min_per_step": (1.0, "syncs/step"), "min_pct": (1.0, "% of wall")},
+    thresholds={"min_per_step": (1.0, "syncs/step"), "min_pct": (1.0, "% of step time")},
 )
 def sync_in_loop(ctx: RuleContext) -> list[Finding]:
     """The host blocks on the device inside the steps (``.item()``, ``.cpu()``, ``print(loss)``,
@@ -277,10 +277,16 @@ def library_frame(
     }
 
 
-@rule("host_hotspot", family="host", title="Host hotspot by source line", thresholds={"min_pct": (10.0, "% of wall")})
+@rule(
+    "host_hotspot",
+    family="host",
+    title="Host hotspot by source line",
+    thresholds={"min_pct": (10.0, "% of profiled time")},
+)
 def host_hotspot(ctx: RuleContext) -> list[Finding]:
     """A user source line whose own Python time (self time of the user's frames, outside framework
-    ops and library code) exceeds ``min_pct`` of wall time: per-element loops or preprocessing on
+    ops and library code) exceeds ``min_pct`` of the profiled time (every step window, warm-up
+    included): per-element loops or preprocessing on
     the training thread."""
     sl = ctx.analysis.source_lines
     if not len(sl):
@@ -293,10 +299,11 @@ def host_hotspot(ctx: RuleContext) -> list[Finding]:
     pct = 100.0 * top["python_ns"] / wall
     return [
         ctx.finding(
-            title=f"{top['file']}:{top['line']} ({top['func']}) spends {pct:.0f}% of wall time in its own Python",
+            title=f"{top['file']}:{top['line']} ({top['func']}) spends {pct:.0f}% of the profiled time in its own Python",
             message=(
-                f"{len(lines)} line(s) of your code each spend over {ctx.threshold('min_pct'):.0f}% of wall time "
-                f"in their own Python (not in framework ops or library code); the top one {ms(top['python_ns'])}."
+                f"{len(lines)} line(s) of your code each spend over {ctx.threshold('min_pct'):.0f}% of the profiled "
+                f"time in their own Python (not in framework ops or library code); the top one {ms(top['python_ns'])}, "
+                f"all of them {ms(sum(x['python_ns'] for x in lines))}."
             ),
             metrics={"host_pct": metric(pct, "%"), "python_ns": metric(top["python_ns"], "ns")},
             cost_ns=int(sum(x["python_ns"] for x in lines)),

@@ -31,7 +31,7 @@ from neuron_explorer.analyzers.rules._evidence import (
 from neuron_explorer.analyzers.rules._evidence import per_step as per_step_words
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind
-from neuron_explorer.trace.units import format_quantity
+from neuron_explorer.trace.units import format_duration, format_quantity
 
 
 def _memcpys(ctx: RuleContext) -> pd.DataFrame:
@@ -53,7 +53,10 @@ def launched_by(frames: TraceFrames, calls: pd.DataFrame) -> pd.DataFrame:
 
 
 @rule(
-    "sync_memcpy", family="memory", title="Synchronous or pageable memcpy", thresholds={"min_pct": (0.5, "% of wall")}
+    "sync_memcpy",
+    family="memory",
+    title="Synchronous or pageable memcpy",
+    thresholds={"min_pct": (0.5, "% of step time")},
 )
 def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     """Copies that block the host: a blocking runtime call (``cudaMemcpy``, ``hipMemcpyWithStream``)
@@ -183,7 +186,8 @@ def small_h2d(ctx: RuleContext) -> list[Finding]:
             title=f"{per_step:.0f} small host-to-device copies {per_step_words(ctx.frames.has_steps)}",
             message=(
                 f"{len(small)} H2D copies of <= {int(ctx.threshold('max_bytes'))} bytes (mean "
-                f"{small['bytes'].mean():.0f} B) cost {ms(small['dur_ns'].sum())} on the device and {ms(launch_ns)} to launch."
+                f"{small['bytes'].mean():.0f} B) cost {ms(small['dur_ns'].sum())} on the device and {ms(launch_ns)} to launch"
+                f" ({format_duration(small['dur_ns'].sum() + launch_ns)} in all: the cost)."
             ),
             metrics={
                 "copies_per_step": metric(per_step, step_unit("copies", ctx.frames.has_steps)),

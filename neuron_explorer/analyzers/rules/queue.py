@@ -49,7 +49,7 @@ ADVICE = {
     "device_queue_wait",
     family="device",
     title="Device idle with launched work queued",
-    thresholds={"min_pct": (5.0, "% of wall")},
+    thresholds={"min_pct": (5.0, "% of step time")},
     needs="device events with their launches",
 )
 def device_queue_wait(ctx: RuleContext) -> list[Finding]:
@@ -90,7 +90,12 @@ def device_queue_wait(ctx: RuleContext) -> list[Finding]:
             f"In {len(real)} gaps the device ran nothing for {ms(total)} while launched work waited to start: "
             + "; ".join(parts)
             + f". {ms(under)} of it with the host blocked in a copy or sync that waits for this queue"
-            + " (the host is not what the device waits for). Work that ended the longest waits: "
+            + (
+                f" (that part is the cost: the host waits too), the rest {ms(total - under)} without."
+                if category == "host_blocked"
+                else f" (the host is not what the device waits for); the cost is the other {ms(total - under)}."
+            )
+            + " Work that ended the longest waits: "
             + ", ".join(f"{n} ({ms(s)} over {k} gaps)" for n, (s, k) in by_work.iterrows())
             + "."
         ),

@@ -57,6 +57,7 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
             message=(
                 f"Steady steps: p50 {ms(med)}, p95 {ms(stats['p95_ns'])}, max {ms(steady['dur_ns'].max())}; "
                 f"outliers: {', '.join(f'step {int(r.step)} ({r.dev_from_median_pct:+.0f}%)' for r in out.itertuples()) or 'none'}."
+                + (f" The outlier steps took {ms(extra)} more than the median (the cost)." if extra else "")
             ),
             metrics={
                 "cv_pct": metric(cv, "%"),
@@ -80,7 +81,7 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
     "warmup_cost",
     family="steps",
     title="One-time work: warm-up, compilation, graph capture, initialization",
-    thresholds={"min_pct": (5.0, "% of wall"), "min_extra_ns": (50_000_000, "ns")},
+    thresholds={"min_pct": (5.0, "% of profiled time"), "min_extra_ns": (50_000_000, "ns")},
     severity="info",
 )
 def warmup_cost(ctx: RuleContext) -> list[Finding]:

@@ -277,6 +277,9 @@ def header(trace: Trace, analysis: Analysis, title: str | None) -> dict[str, Any
         "world_size": meta.get("world_size"),
         "num_steps": int(s.get("num_steps") or 0),
         "wall_ns": int(s.get("wall_ns") or 0),
+        # the step windows summed (per device of each rank): what a finding's cost share is of
+        # (docs/rules.md "Words for numbers": the profiled time)
+        "profiled_ns": int(analysis.attribution["wall_ns"].sum()) if len(analysis.attribution) else 0,
         "events": int(trace.num_events),
         "verdict": str(s.get("verdict") or ""),
         "line_coverage": coverage_text(s.get("line_coverage") or {}),

@@ -39,12 +39,18 @@ class ExplorePane(Vertical):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "leave_filter", "Back to the table", show=False),
+        Binding("escape", "leave_filter", "Back to the table", show=False, tooltip="from the filter"),
         Binding("c", "focus_detail('calls')", "Calls", show=False),
-        Binding("l", "focus_detail('lines')", "Lines", show=False),
-        Binding("k", "focus_detail('related')", "Related", show=False),
-        Binding("g", "jump('time')", "Go to time"),
-        Binding("o", "jump('source')", "Open line"),
+        Binding("l", "focus_detail('lines')", "Source lines", show=False),
+        Binding(
+            "k",
+            "focus_detail('related')",
+            "Related",
+            show=False,
+            tooltip="the chosen row's drill-down tables (an op's kernels, a kernel's ops)",
+        ),
+        Binding("g", "jump('time')", "Go to time", tooltip="the row's longest call, selected in the timeline"),
+        Binding("o", "jump('source')", "Open line", tooltip="the source line of the row's longest call"),
     ]
 
     noun = "ops"

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input, Static
 from neuron_explorer.reports.fixes import cost_phrase
 from neuron_explorer.reports.location import FUNCTION_LEVEL_HINT, Locations
 from neuron_explorer.trace.units import format_line_value
-from neuron_explorer.tui.format import fmt_metric, fmt_ns
+from neuron_explorer.tui.format import Phrases, Prose, fmt_metric, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.views.overview import SEVERITY_STYLE
 from neuron_explorer.tui.widgets import SnapshotTable
@@ -23,9 +23,11 @@ from neuron_explorer.tui.widgets import SnapshotTable
 if TYPE_CHECKING:
     from neuron_explorer.analyzers import Analysis, Finding
 
+#: The title wraps rather than being cut; on a narrow terminal the rule id (also in the detail)
+#: is left out first.
 FINDING_COLUMNS = (
-    Column("title", "Finding", width=34),
-    Column("severity", "Severity"),
+    Column("title", "Finding", width=34, wrap=True),
+    Column("severity", "Severity", short="sev"),
     Column("cost_ns", "Cost", "ns"),
     Column("rule_id", "Rule", width=20, drop=1),
 )
@@ -40,9 +42,9 @@ class FindingsPane(Horizontal):
     its first source line in the source view."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "leave_filter", "Back to the table", show=False),
-        Binding("g", "goto_time", "Go to time"),
-        Binding("o", "open_source", "Open line"),
+        Binding("escape", "leave_filter", "Back to the table", show=False, tooltip="from the filter"),
+        Binding("g", "goto_time", "Go to time", tooltip="the finding's first time range, in the timeline"),
+        Binding("o", "open_source", "Open line", tooltip="the first source line the finding blames"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -128,15 +130,18 @@ def _skipped_note(analysis: Analysis) -> str:
 
 def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None = None) -> Group:
     """A finding's full evidence: message, numbers vs thresholds, lines, time ranges, fix."""
+    # (Prose: wrapped so that a figure never parts from its unit)
     parts: list[Any] = [
-        Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold")),
-        Text(
-            f"{f.rule_id} ·{cost_phrase(f).strip(' ()') or ' no cost'}"
-            + (f" · rank {f.rank}" if f.rank is not None else ""),
-            style="dim",
+        Prose(Text.assemble((f"{f.severity.upper()}  ", SEVERITY_STYLE.get(f.severity, "")), (f.title, "bold"))),
+        Prose(
+            Text(
+                f"{f.rule_id} · {cost_phrase(f).strip(' ()') or 'no cost'}"
+                + (f" · rank {f.rank}" if f.rank is not None else ""),
+                style="dim",
+            )
         ),
         Text(""),
-        Text(f.message),
+        Prose(f.message),
     ]
     if f.metrics:
         numbers = Table(title="Evidence", title_justify="left", box=None, header_style="bold")
@@ -162,13 +167,14 @@ def finding_renderable(f: Finding, origin_ns: int = 0, where: Locations | None =
         if any(where.is_function_level(sl.get("file"), sl.get("line")) for sl in f.source_lines[:MAX_LISTED]):
             parts.append(Text(FUNCTION_LEVEL_HINT, style="dim"))
     if f.time_ranges:
-        shown = ", ".join(f"+{fmt_ns(s - origin_ns)}…+{fmt_ns(e - origin_ns)}" for s, e in f.time_ranges[:MAX_LISTED])
-        more = f" (+{len(f.time_ranges) - MAX_LISTED} more)" if len(f.time_ranges) > MAX_LISTED else ""
-        parts += [Text(""), Text.assemble(("When: ", "bold"), shown + more)]
+        shown = [f"+{fmt_ns(s - origin_ns)}…+{fmt_ns(e - origin_ns)}" for s, e in f.time_ranges[:MAX_LISTED]]
+        if len(f.time_ranges) > MAX_LISTED:
+            shown.append(f"(+{len(f.time_ranges) - MAX_LISTED} more)")
+        parts += [Text(""), Phrases(shown, sep=", ", head="When: ")]
     if f.event_ids:
         parts.append(
             Text.assemble(("Events: ", "bold"), f"{len(f.event_ids):,} (ids {', '.join(map(str, f.event_ids[:5]))}…)")
         )
     if f.recommendation:
-        parts += [Text(""), Text("Fix", style="bold green"), Text(f.recommendation)]
+        parts += [Text(""), Text("Fix", style="bold green"), Prose(f.recommendation)]
     return Group(*parts)

@@ -6,7 +6,7 @@ when the analysis worker finishes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table
@@ -20,7 +20,7 @@ from neuron_explorer.reports.colors import part_color
 from neuron_explorer.trace.line_coverage import coverage_text
 from neuron_explorer.trace.warmup import steady_durations
 from neuron_explorer.tui.critical import critical_path_renderable
-from neuron_explorer.tui.format import fmt_ns, zero_based_bars
+from neuron_explorer.tui.format import Prose, fmt_ns, pack_phrases, zero_based_bars
 from neuron_explorer.tui.snapshots import Overview
 
 if TYPE_CHECKING:
@@ -60,12 +60,25 @@ class StepBars(Static):
         return Text("\n".join(rows), style="green3")
 
 
+class StepFacts(Static):
+    """Short phrases joined with `` · ``, a line broken only between phrases (``min 1.5 ms``
+    never splits from its unit), at whatever width the widget has."""
+
+    phrases: reactive[tuple[str, ...]] = reactive(tuple, layout=True)
+
+    def render(self) -> Text:
+        return Text("\n".join(pack_phrases(self.phrases, max(self.size.width, 1))))
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        return len(pack_phrases(self.phrases, max(width, 1)))
+
+
 class OverviewPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         with Horizontal(id="overview-top"):
             yield Static("reading the trace…", id="overview-facts", classes="panel")
             with VerticalScroll(id="overview-steps", classes="panel"):
-                yield Static("", id="overview-steps-label")
+                yield StepFacts(id="overview-steps-label")
                 yield StepBars(id="overview-sparkline")
         # Findings first: on a small terminal they are what must be on screen without scrolling.
         yield Static("analyzing…", id="overview-findings", classes="panel")
@@ -78,7 +91,9 @@ class OverviewPane(VerticalScroll):
         self.query_one("#overview-facts").border_title = "Trace"
         self.query_one("#overview-steps").border_title = "Step times"
         self.query_one("#overview-devices").border_title = "Devices"
-        self.query_one("#overview-breakdown").border_title = "Where step time goes"
+        self.query_one(
+            "#overview-breakdown"
+        ).border_title = "Where the profiled time goes (every step, warm-up included)"
         self.query_one("#overview-findings").border_title = "Top findings"
         ranks = self.query_one("#overview-ranks")
         ranks.border_title = "Ranks (the busiest first; last = times it arrived last at a collective)"
@@ -121,22 +136,20 @@ class OverviewPane(VerticalScroll):
     def _show_steps_and_devices(self, ov: Overview) -> None:
 
         durs = [s.dur_ns for s in ov.steps]
-        label = self.query_one("#overview-steps-label", Static)
+        label = self.query_one("#overview-steps-label", StepFacts)
         if durs:
             steady, warmup = steady_durations((st.rank, st.dur_ns) for st in ov.steps)
             mean = sum(steady) / len(steady)
-            if warmup:  # the mean analyze reports: warm-up steps left out, the same rule
-                label.update(
-                    f"{len(durs)} steps ({warmup} warm-up) · steady mean {fmt_ns(mean)} · "
-                    f"min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}"
-                )
-            else:
-                label.update(
-                    f"{len(durs)} steps · mean {fmt_ns(mean)} · min {fmt_ns(min(durs))} · max {fmt_ns(max(durs))}"
-                )
+            # the mean analyze reports: warm-up steps left out, the same rule
+            label.phrases = (
+                f"{len(durs)} steps" + (f" ({warmup} warm-up)" if warmup else ""),
+                f"{'steady mean' if warmup else 'mean'} {fmt_ns(mean)}",
+                f"min {fmt_ns(min(durs))}",
+                f"max {fmt_ns(max(durs))}",
+            )
             self.query_one("#overview-sparkline", StepBars).values = [float(d) for d in durs]
         else:
-            label.update(Text("no ProfilerStep spans in this trace", style="dim"))
+            label.phrases = ("no ProfilerStep spans in this trace",)
 
         devices = Table(box=None, expand=False, header_style="bold")
         for name, justify in (
@@ -182,7 +195,7 @@ class OverviewPane(VerticalScroll):
         table.add_column("Finding", ratio=1)
         table.add_column("Cost", justify="right", width=10)
         for f in findings:
-            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), f.title, fmt_ns(f.cost_ns))
+            table.add_row(Text(f.severity, style=SEVERITY_STYLE.get(f.severity, "")), Prose(f.title), fmt_ns(f.cost_ns))
         parts: list = [Text(verdict, style="bold")] if verdict else []
         # A Neuron export's own warnings (e.g. its DMA figures may be wrong) come before the findings.
         parts += [

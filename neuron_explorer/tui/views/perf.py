@@ -19,6 +19,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from neuron_explorer.analyzers.perf.shapes import short_shapes
+from neuron_explorer.reports.text import OVER_PEAK_PCT
 from neuron_explorer.tui.format import fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot
 from neuron_explorer.tui.tables import table_from_frame
@@ -27,17 +29,20 @@ from neuron_explorer.tui.widgets import SnapshotTable
 if TYPE_CHECKING:
     from neuron_explorer.analyzers import Analysis
 
+#: On a narrow terminal (docs/tui.md): headers take their short labels first, then Category,
+#: Line and Bound are left out in that order, then Shapes and Op shrink (cut in the middle);
+#: the figures (kernel time, TFLOP/s, TB/s, % of roof) always stay.
 PERF_COLUMNS = (
     Column("name", "Op", width=28),
-    Column("category", "Category"),
+    Column("category", "Category", short="cat", drop=3),
     Column("shapes", "Shapes", width=24),
-    Column("count", "Calls", "count"),
-    Column("kernel_ns", "Kernel time", "ns"),
-    Column("tflops", "TFLOP/s", "float"),
-    Column("tbps", "TB/s", "float"),
-    Column("bound", "Bound"),
-    Column("pct_of_peak", "% of roof", "%"),
-    Column("location", "Line", width=24),
+    Column("count", "Calls", "count", short="n"),
+    Column("kernel_ns", "Kernel time", "ns", short="time"),
+    Column("tflops", "TFLOP/s", "rate", short="TF/s"),
+    Column("tbps", "TB/s", "rate"),
+    Column("bound", "Bound", short="by", drop=1),
+    Column("pct_of_peak", "% of roof", "roof%", short="%roof"),
+    Column("location", "Line", width=24, drop=2),
 )
 
 
@@ -48,6 +53,7 @@ def perf_table(analysis: Analysis) -> TableSnapshot:
         return TableSnapshot.empty(PERF_COLUMNS, note="no op groups: the trace has no kernels linked to ops")
     line = df["src_line"].fillna(-1).astype("int64")
     view = df.assign(
+        shapes=[short_shapes(s) for s in df["shapes"]],
         kernel_ns=(df["kernel_time_us"] * 1e3).round(),
         tflops=df["tflops_per_s"],
         tbps=df["tb_per_s"],
@@ -55,7 +61,11 @@ def perf_table(analysis: Analysis) -> TableSnapshot:
     )
     snap = table_from_frame(view, PERF_COLUMNS, "Op groups")
     modelled = int(df["gflops"].notna().sum())
-    return TableSnapshot(snap.columns, snap.rows, snap.title, f"{modelled} of {len(df)} op groups modelled")
+    note = f"{modelled} of {len(df)} op groups modelled"
+    over = int((df["pct_of_peak"] > OVER_PEAK_PCT).sum())
+    if over:
+        note += f" · {over} above 100% of the peak (!): the device's peaks are wrong, give them with --device-spec"
+    return TableSnapshot(snap.columns, snap.rows, snap.title, note)
 
 
 def summary_renderable(analysis: Analysis) -> Any:
@@ -103,12 +113,12 @@ class PerfScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     PerfScreen { align: center middle; }
-    #perf { width: 95%; height: 90%; border: thick $accent; background: $surface; padding: 0 1; }
+    #perf { width: 100%; max-width: 180; height: 100%; border: thick $accent; background: $surface; }
     #perf-summary { height: auto; max-height: 14; }
     #perf-table { height: 1fr; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,p", "dismiss", "Close"),
+        Binding("escape,p", "dismiss", "Close", tooltip="/ filters the op groups; s and r sort them"),
     ]
 
     def __init__(self, analysis: Analysis) -> None:
@@ -118,7 +128,7 @@ class PerfScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="perf"):
             yield Static(summary_renderable(self.analysis), id="perf-summary")
-            yield Input(placeholder="filter op groups by name  ( / )", id="perf-filter", classes="filter")
+            yield Input(placeholder="filter op groups by name  ( / )", id="perf-filter", classes="filter", compact=True)
             yield SnapshotTable(id="perf-table")
 
     def on_mount(self) -> None:

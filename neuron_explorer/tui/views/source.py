@@ -27,7 +27,15 @@ if TYPE_CHECKING:
 
 
 class SourcePane(Vertical):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "leave_filter", "Back to the table", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "escape",
+            "leave_filter",
+            "Back to the table",
+            show=False,
+            tooltip="from the filter; enter on a file opens it",
+        )
+    ]
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter files  ( / )", classes="filter", compact=True)
@@ -65,7 +73,9 @@ class SourcePane(Vertical):
 class SourceFileScreen(Screen):
     """One source file; escape goes back to the list."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", tooltip="close the file (the file view)")
+    ]
 
     def __init__(self, path: str, line: int | None = None) -> None:
         super().__init__()

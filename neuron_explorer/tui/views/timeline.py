@@ -20,7 +20,7 @@ from textual.widgets import Static
 
 from neuron_explorer.reports.location import Locations
 from neuron_explorer.reports.names import short_kernel_name
-from neuron_explorer.tui.format import fmt_ns
+from neuron_explorer.tui.format import Phrases, fmt_ns
 from neuron_explorer.tui.snapshots import Column, TableSnapshot, Timeline, TimelineEvent
 from neuron_explorer.tui.timeline import step_of, timeline
 from neuron_explorer.tui.timeline_view import TimelineView
@@ -38,10 +38,16 @@ EVENT_COLUMNS = (
 class TimelinePane(Vertical):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "step(-1)", "Prev step"),
-        Binding("right_square_bracket", "step(1)", "Next step"),
-        Binding("o", "open_source", "Open source", show=False),
-        Binding("e", "focus('#timeline-events')", "Events", show=False),
-        Binding("t", "focus('#timeline-view')", "Lanes", show=False),
+        Binding("right_square_bracket", "step(1)", "Next step", tooltip="across ranks in a run directory"),
+        Binding("o", "open_source", "Open line", show=False, tooltip="the selected event's source line"),
+        Binding(
+            "e",
+            "focus('#timeline-events')",
+            "Events",
+            show=False,
+            tooltip="the keyboard to the list of events in view; enter selects one (marked in its lane)",
+        ),
+        Binding("t", "focus('#timeline-view')", "Lanes", show=False, tooltip="the keyboard back to the lanes"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -51,6 +57,8 @@ class TimelinePane(Vertical):
         self.in_view: list[TimelineEvent] = []
         #: (start_ns, end_ns, event_id) to frame once the step that holds it is cut
         self.pending: tuple[int, int, int | None] | None = None
+        #: (rank, step) asked for by [ or ] and not shown yet: the next press moves on from it
+        self.target: tuple[int, int] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="timeline-title")
@@ -71,6 +79,7 @@ class TimelinePane(Vertical):
     def goto(self, rank: int | None, start_ns: int, end_ns: int, event_id: int | None = None) -> None:
         """Show the step of ``rank`` holding ``start_ns``, zoomed to ``[start_ns, end_ns)``."""
         self.requested = True
+        self.target = None
         self.pending = (start_ns, max(end_ns, start_ns + 1), event_id)
         overview = getattr(self.app, "overview", None)
         steps = tuple((s.rank, s.step, s.start_ns, s.dur_ns) for s in overview.steps) if overview else ()
@@ -88,6 +97,9 @@ class TimelinePane(Vertical):
         self.app.call_from_thread(self.show, result)
 
     def show(self, t: Timeline) -> None:
+        if self.target is not None and self.target != (t.rank, t.step):
+            return  # an older request finishing after a newer one was made: the newer one shows
+        self.target = None
         self.current = t
         which = f"rank {t.rank} · step {t.step}" if t.step is not None else f"rank {t.rank} · whole trace (no steps)"
         position = ""
@@ -137,14 +149,12 @@ class TimelinePane(Vertical):
         t = self.current
         origin = t.start_ns if t is not None else 0
         where = Locations(t.root if t is not None else None)
-        src = where.format(*e.source, width=40) if e.source else "no source line"
-        self.query_one("#timeline-event", Static).update(
-            Text.assemble(
-                (short_kernel_name(e.name, 32), "bold"),
-                (f"  {e.kind} · {e.lane} · +{fmt_ns(e.start_ns - origin)} · {fmt_ns(e.dur_ns)} · ", "dim"),
-                (src, ""),
-            )
-        )
+        src = where.format(*e.source, width=40) if e.source else ""
+        lane = next((x for x in t.lanes if x.label == e.lane), None) if t is not None else None
+        lane_text = f"{e.lane} ({lane.detail})" if lane is not None and lane.detail else e.lane
+        # (a line break only between the parts: "+25.9 µs" never splits from its unit)
+        parts = (e.kind, lane_text, f"+{fmt_ns(e.start_ns - origin)}", fmt_ns(e.dur_ns), *([src] if e.source else []))
+        self.query_one("#timeline-event", Static).update(Phrases(parts, head=short_kernel_name(e.name, 32) + "  "))
 
     @property
     def selected(self) -> TimelineEvent | None:
@@ -161,13 +171,18 @@ class TimelinePane(Vertical):
         self.app.open_source(event.source[0], event.source[1])  # type: ignore[attr-defined]
 
     def action_step(self, delta: int) -> None:
+        """Move ``delta`` steps from the step shown or, while one is loading, from that one:
+        three quick presses of ``]`` move three steps (the latest request wins the worker)."""
         t = self.current
-        if t is None or t.step is None or (t.rank, t.step) not in t.steps:
+        if t is None:
             return
-        i = t.steps.index((t.rank, t.step)) + delta
+        here = self.target or ((t.rank, t.step) if t.step is not None else None)
+        if here is None or here not in t.steps:
+            return
+        i = t.steps.index(here) + delta
         if 0 <= i < len(t.steps):
-            rank, step = t.steps[i]
+            rank, step = self.target = t.steps[i]
             self.query_one("#timeline-title", Static).update(
-                Text(f"rank {rank} · step {step}   loading…", style="bold")
+                Text(f"rank {rank} · step {step} ({i + 1} of {len(t.steps)})   loading…", style="bold")
             )
             self.load(rank, step)

@@ -68,7 +68,7 @@
   // ------------------------------------------------------------------ findings
   function renderFindings() {
     var box = document.getElementById("findings-list");
-    var wall = DATA.header.wall_ns;
+    var wall = DATA.header.profiled_ns;
     if (!DATA.findings.length) box.appendChild(el("p", { class: "empty" }, "No rule fired on this trace."));
     if (DATA.fixes_text) box.appendChild(el("p", { class: "fixes" }, DATA.fixes_text));
     DATA.findings.forEach(function (f, i) {
@@ -77,7 +77,7 @@
       h3.appendChild(el("span", { class: "sev" }, f.severity));
       h3.appendChild(el("span", null, (i + 1) + ". " + f.title));
       if (f.cost_ns > 0) {
-        var pct = wall > 0 ? " (" + (100 * f.cost_ns / wall).toFixed(1) + "% of wall time)" : "";
+        var pct = wall > 0 ? " (" + (100 * f.cost_ns / wall).toFixed(1) + "% of the profiled time)" : "";
         var how = f.cost_method === "replay" ? "fix saves ~" : "costs ~";
         h3.appendChild(el("span", { class: "cost", title: f.cost_method === "replay"
           ? "replayed on the run's dependency graph with the fix as an edit" : "a part of its step-time category" },
