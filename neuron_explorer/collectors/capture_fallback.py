@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from neuron_explorer.collectors.capture_convert import _lookup, _python_rows, _src_columns
 from neuron_explorer.collectors.capture_tree import FileResolver, TreeSources, walk_tree
 from neuron_explorer.collectors.normalize import RawEvents, _int_column, build_trace
-from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.collectors.source_map import MARKER_PREFIX, UserCode
 from neuron_explorer.trace.model import Trace
 
 _PY_CAT = "python_function"
@@ -55,12 +55,22 @@ def convert_saved(
     they are decoded (the tree gives them, pruned), so memory follows the other events."""
     from neuron_explorer.collectors.kineto_json import read_events
 
+    # the exact-lines mode's markers (record_function ranges) are read by the walk and are no
+    # rows of their own, as in the normal path (capture_convert.results_to_raw)
+    markers = bool((metadata.get("profiler_options") or {}).get("exact_lines"))
     try:
-        tree: TreeSources | None = walk_tree(results.experimental_event_tree(), FileResolver(user_code, search_path))
+        tree: TreeSources | None = walk_tree(
+            results.experimental_event_tree(), FileResolver(user_code, search_path), markers=markers
+        )
     except (AttributeError, ImportError, TypeError) as exc:
         tree = None
         why = f"{why}; event tree unreadable ({type(exc).__name__}: {exc}): function-level lines"
     raw, json_meta = read_events(path, skip_category=_PY_CAT if tree is not None else None)
+    if markers and raw.n:
+        names = pc.fill_null(pc.cast(raw.name, pa.string()), "")
+        is_marker = np.asarray(pc.starts_with(names, MARKER_PREFIX).to_numpy(zero_copy_only=False), bool)
+        if is_marker.any():
+            raw = raw.filter(~is_marker)
     meta = {k: v for k, v in json_meta.items() if k not in ("source", "path")}
     if tree is not None:
         base = json_meta.get("base_time_ns")

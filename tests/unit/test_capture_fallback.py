@@ -112,6 +112,15 @@ CAPTURE = textwrap.dedent(
     }
     (out / "records.json").write_text(json.dumps(ops))
     convert_results(ResultsWithoutActivities(capture(), tree=False), meta, cycle=2).write(out / "no_tree.parquet")
+
+    # the exact-lines mode's markers, read by the walk in both paths
+    from neuron_explorer.collectors.exact_lines import ExactLinesMode
+
+    with ExactLinesMode():
+        marked = capture()
+    exact_meta = {"collector": "torch_profiler", "profiler_options": {"exact_lines": True}}
+    convert_results(marked, exact_meta).write(out / "exact_normal.parquet")
+    convert_results(ResultsWithoutActivities(marked), exact_meta).write(out / "exact_fallback.parquet")
     """
 )
 
@@ -202,3 +211,21 @@ def test_without_the_event_tree_the_fallback_says_why_and_keeps_function_lines(c
     assert len(in_user) and set(in_user["src_precision"]) <= {"function", "forward"}
     assert "pruned" not in trace.metadata
     assert set(trace.events["cycle"].to_pylist()) == {2}
+
+
+def test_the_exact_lines_modes_markers_give_the_same_lines_through_the_fallback(captured: Path) -> None:
+    """torch 2.11 with ``record --exact-lines``: the markers are read by the walk and dropped as
+    rows in the fallback as in the normal path (on the H200 they were kept as ops, and the
+    marked lines lost)."""
+    from neuron_explorer.collectors.source_map import MARKER_PREFIX
+
+    normal, fallback = (ne.load(captured / f"exact_{k}.parquet") for k in ("normal", "fallback"))
+    assert "capture_fallback" in fallback.metadata
+    for trace in (normal, fallback):
+        names = trace.to_pandas(columns=["name"])["name"].astype(str)
+        assert not names.str.startswith(MARKER_PREFIX).any()
+    a, b = _rows(normal, "cpu_op"), _rows(fallback, "cpu_op")
+    assert len(a) == len(b) > 100
+    pd.testing.assert_frame_equal(a, b)
+    in_user = a[a["src_file"].fillna("").str.endswith("user_block.py")]
+    assert {12, 13, 14} <= set(in_user["src_line"])  # the marked operator lines of forward()
