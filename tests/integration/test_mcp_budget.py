@@ -31,6 +31,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("top_source_lines", {"trace": A, "limit": 500}),
     ("memory_at_peak", {"trace": A, "limit": 500}),
     ("step_breakdown", {"trace": A, "limit": 500}),
+    ("critical_path", {"trace": A, "limit": 500}),
     ("diff", {"base": A, "new": B, "limit": 500}),
     ("source_context", {"trace": A, "file": "README.md", "line": 1, "context": 200}),
     ("schema", {}),
