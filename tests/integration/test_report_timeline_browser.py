@@ -44,7 +44,7 @@ def drawn(browser: Chromium) -> dict:
         """(function () {
              var gd = document.querySelector('[data-figure=timeline]'), bars = 0, hovers = [], idx = [];
              gd.data.forEach(function (t) {
-               if (t.name === 'selected') return;
+               if (t.name === 'selected' || t.name === 'critical path') return;  // overlays, not events
                bars += t.x.length; hovers = hovers.concat(t.hovertext); idx = idx.concat(t.customdata);
              });
              return {bars: bars, hovers: hovers, idx: idx, range: gd.layout.xaxis.range,
@@ -153,7 +153,9 @@ def test_a_category_has_one_colour_in_every_chart(page) -> None:
         """(function () {
              function q(n) { return document.querySelector('[data-figure=' + n + ']').data; }
              var bd = {}; q('breakdown').forEach(function (t) { bd[t.meta.part] = t.marker.color; });
-             var tl = {}; q('timeline').forEach(function (t) { tl[t.name] = t.marker.color; });
+             var tl = {}; q('timeline').forEach(function (t) {
+               if (t.name !== 'selected' && t.name !== 'critical path') tl[t.name] = t.marker.color;  // (overlays)
+             });
              return {breakdown: bd, timeline: tl, kernels: q('kernels')[0].marker.color};
            })()"""
     )
