@@ -205,6 +205,25 @@ def _exposed_comm(path: Path, f: Any) -> Verdict:
 
 def _sync_memcpy(path: Path, f: Any) -> Verdict:
     r = raw(path)
+    if "replayed_saving_ns" in f.metrics:
+        # copies that hold back the host work after them: the count is the blocking copy calls in
+        # steps (a memcpy call whose device copy touched pageable memory, or cudaMemcpy itself);
+        # the cause holds when the device ran work during most of each call (the host waited for
+        # queued work, not for an idle device); the saving itself is the replay's (no raw figure)
+        runtime = {(e.get("args") or {}).get("correlation"): e for e in r.spans if is_runtime(e)}
+        calls = [
+            runtime[(e.get("args") or {}).get("correlation")]
+            for e in r.spans
+            if e.get("cat") == "gpu_memcpy"
+            and "Pageable" in e["name"]
+            and (e.get("args") or {}).get("correlation") in runtime
+        ]
+        calls += [e for e in r.spans if is_runtime(e) and e["name"] in ("cudaMemcpy", "hipMemcpy")]
+        in_steps = [c for c in calls if intersect(iv([c]), steps(r))]
+        busy = union(iv([e for e in r.spans if is_device(e)]))
+        covered = [sum(hi - lo for lo, hi in intersect(iv([c]), busy)) / max(_ns(c["dur"]), 1) for c in in_steps]
+        cause = bool(covered) and sum(x >= 0.5 for x in covered) >= 0.5 * len(covered)
+        return Verdict("copies", f.metrics["copies"]["value"], float(len(in_steps)), cause, True)
     syncs = [e for e in r.spans if is_runtime(e) and re.search(r"Synchronize$", e["name"])]
     totals, _ = sweep(path)
     in_steps = intersect(iv(syncs), steps(r))

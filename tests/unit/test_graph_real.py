@@ -89,6 +89,27 @@ def test_nonblocking_copies_predict_the_steps_whose_copy_did_not_block():
     assert max(s["saving_ns"] for s in r["steps"] if s["step"] not in blocking) == 0
 
 
+def test_sync_memcpy_prices_copies_that_hold_back_host_work_by_replay():
+    # The same H200 recording: the pageable copies' wait overlaps busy device time (nothing to
+    # bill as host_blocked with an idle device), yet the steps that blocked took longer. The
+    # finding's cost is the replayed saving; measured: each blocking step's duration less the
+    # median of the steps whose copy did not block, summed (read from the raw JSON).
+    with gzip.open(WHATIF_COPIES) as fh:
+        spans = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in spans if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    pageable = [e["ts"] for e in spans if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]]
+    blocking = {int(s["name"].split("#")[1]) for s in steps for t in pageable if s["ts"] <= t < s["ts"] + s["dur"]}
+    dur = {int(s["name"].split("#")[1]): s["dur"] * 1000.0 for s in steps}
+    free = statistics.median(dur[k] for k in dur if k not in blocking)
+    measured = sum(dur[k] - free for k in blocking)
+    a = analyze(ne.load(WHATIF_COPIES))
+    f = next(f for f in a.findings if f.rule_id == "sync_memcpy")
+    assert f.cost_method == "replay" and f.severity in ("warning", "error")
+    assert f.metrics["copies"]["value"] == len(blocking)
+    assert f.cost_ns == pytest.approx(measured, rel=0.15)
+    assert "non_blocking=True" in f.recommendation
+
+
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory):
     src = tmp_path_factory.mktemp("ranks")
