@@ -337,7 +337,7 @@ def build_server(
         graph (host threads, launches, streams, syncs, cross-stream events, collectives across
         ranks) that ends the step. `summary` says what the path is made of in one clause;
         `by_category` sums it per category (compute, communication, copy, host_blocked,
-        host_launch, host_python, data_loading, untraced, launch_latency, unexplained) with ns
+        host_launch, host_python, data_loading, untraced, launch_latency, unexplained, one_time) with ns
         and pct; `rows` (heaviest first) are the pieces per rank, step, category, op, kernel,
         src_file, src_line and on_rank (the rank whose event it is: another rank where the path
         crosses at a collective), with ns; a step's rows sum to its wall time. `fixes`: what the

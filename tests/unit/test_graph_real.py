@@ -164,3 +164,22 @@ def test_findings_on_the_same_kernels_are_owned_once_and_all_fixes_replay_togeth
     assert all(f.cost_ns <= fixes["all_fixes_ns"] for f in priced)
     base = replay_summary(frames)
     assert fixes["replayed_ns"] == base["replayed_ns"]
+
+
+def test_one_time_work_on_the_critical_path_is_its_own_category():
+    # A torch.compile warm-up run on the CPU (36 s compiling in step 0, then five steady steps):
+    # step 0's whole path is one-time work, the steady steps have none, and the verdict says the
+    # share once and describes the rest. Measured from the raw JSON: the ProfilerStep#0 span.
+    path = KINETO / "local/compile_warmup_cpu.json.gz"
+    with gzip.open(path) as fh:
+        spans = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    step0 = next(e for e in spans if e.get("name") == "ProfilerStep#0")
+    a = analyze(ne.load(path))
+    by = a.critical_path.groupby(["step", "category"])["ns"].sum()
+    assert by[(0, "one_time")] == pytest.approx(step0["dur"] * 1000.0, abs=1000)
+    steady = a.critical_path[a.critical_path["step"] > 0]
+    assert len(steady) and not (steady["category"] == "one_time").any()
+    assert a.summary["critical_path"].startswith("the critical path is >99% one-time work; outside it, ")
+    # a steady trace has no one-time work on its path
+    steady_trace = analyze(ne.load(WHATIF_MM))
+    assert not (steady_trace.critical_path["category"] == "one_time").any()

@@ -20,7 +20,9 @@ import pandas as pd
 from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
 from neuron_explorer.analyzers.graph.build import (
     CATEGORIES,
+    DEVICE,
     JOIN,
+    SEGMENT,
     Graph,
     build_graph,
     distinct,
@@ -219,7 +221,7 @@ def critical_path_table(frames: TraceFrames, edits: Edits | None = None) -> pd.D
         return _baseline_paths(frames)[0]
     graph = build_graph(frames)
     rep = replay(graph, edits)
-    return _critical_rows(graph, rep, _windows(graph, rep))
+    return _critical_rows(graph, rep, _windows(graph, rep), once=one_time_nodes(graph, frames))
 
 
 def critical_paths(frames: TraceFrames) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -238,12 +240,39 @@ def _baseline_paths(frames: TraceFrames) -> tuple[pd.DataFrame, list]:  # type: 
         graph = build_graph(frames)
         rep = baseline(graph, frames)[0]
         parts: list = []  # type: ignore[type-arg]
-        return _critical_rows(graph, rep, _windows(graph, rep), parts), parts
+        return _critical_rows(graph, rep, _windows(graph, rep), parts, one_time_nodes(graph, frames)), parts
 
     return frames.memo("critical_paths", compute)
 
 
-def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame, keep: list | None = None) -> pd.DataFrame:  # type: ignore[type-arg]
+def one_time_nodes(graph: Graph, frames: TraceFrames) -> np.ndarray:
+    """Per node: True when its event starts inside one-time work (``analyzers.one_time``: a
+    compile, graph-capture or init span, or a warm-up step). Its pieces on a critical path are
+    shown as ``one_time``, not as the compute or host time they would be in the steady state."""
+    from neuron_explorer.analyzers.one_time import in_one_time
+
+    nodes = graph.nodes
+    real = np.isin(nodes["node_kind"].to_numpy(), (SEGMENT, DEVICE))
+    out = np.zeros(len(nodes), bool)
+    if not real.any():
+        return out
+    ev = pd.DataFrame(
+        {
+            "rank": nodes["rank"].to_numpy(np.int64)[real],
+            "start_ns": nodes["start_ns"].to_numpy(np.int64)[real] + int(graph.t0_ns),
+        }
+    )
+    out[real] = in_one_time(frames, ev)
+    return out
+
+
+def _critical_rows(
+    graph: Graph,
+    rep: Replay,
+    win: pd.DataFrame,
+    keep: list | None = None,  # type: ignore[type-arg]
+    once: np.ndarray | None = None,
+) -> pd.DataFrame:
     parts = []
     runs = _run_starts(rep)
     for r, step, s, e, node in zip(win["rank"], win["step"], win["replay_start"], win["replay_end"], win["end_node"]):
@@ -268,8 +297,10 @@ def _critical_rows(graph: Graph, rep: Replay, win: pd.DataFrame, keep: list | No
     line = np.where(who >= 0, line, -1)
     text = text_values(graph)
     cat = np.where(who >= 0, graph.nodes["cat"].to_numpy()[anchor], CATEGORIES.index("untraced")).astype(np.int64)
+    if once is not None and len(once):  # a node of one-time work: its own pieces are one_time
+        cat = np.where((who >= 0) & once[anchor], len(CATEGORIES) + len(_EDGE_LABELS), cat)
     codes["category"] = np.where(code >= 0, len(CATEGORIES) + code, cat)
-    text["category"] = np.array(CATEGORIES + _EDGE_LABELS, dtype=object)
+    text["category"] = np.array(CATEGORIES + _EDGE_LABELS + ("one_time",), dtype=object)
     on_rank = np.where(who >= 0, graph.nodes["rank"].to_numpy()[np.maximum(who, 0)], rank)
     df = pd.DataFrame(
         {"rank": rank, "step": step, **{c: codes[c] for c in codes}, "src_line": line, "on_rank": on_rank, "ns": ns}
@@ -386,15 +417,25 @@ PATH_LABELS = {
     "untraced": "untraced host time",
     "launch_latency": "launch latency",
     "unexplained": "unexplained waits",
+    "one_time": "one-time work",
 }
 
 
 def path_words(table: pd.DataFrame, min_pct: float = 5.0) -> str:
     """What the critical paths of ``table`` (``critical_path_table``) are made of, in one clause:
     ``the critical path is 82% host ops and launches (most: aten::mul_ at train.py:42), 18%
-    untraced host time``; the share on other ranks where the path crosses them. '' when empty."""
+    untraced host time``; the share on other ranks where the path crosses them. One-time work
+    is said once and the rest described apart (``the critical path is 90% one-time work;
+    outside it, 39% host ops and launches ...``). '' when empty."""
     if not len(table) or table["ns"].sum() <= 0:
         return ""
+    once = table["category"] == "one_time"
+    lead = "the critical path is "
+    if once.any() and not once.all():  # the steady state's path: one-time work said once, apart
+        share = 100.0 * float(table.loc[once, "ns"].sum()) / float(table["ns"].sum())
+        said = ">99" if share > 99.0 else "<1" if share < 1.0 else f"{share:.0f}"
+        lead = f"the critical path is {said}% one-time work; outside it, "
+        table = table[~once]
     total = float(table["ns"].sum())
     by = table.groupby("category")["ns"].sum().sort_values(ascending=False)
     parts = []
@@ -406,7 +447,7 @@ def path_words(table: pd.DataFrame, min_pct: float = 5.0) -> str:
         if i == 0 and cat not in ("untraced", "unexplained", "launch_latency"):
             words += _most(table[table["category"] == cat])
         parts.append(words)
-    text = "the critical path is " + ", ".join(parts[:3])
+    text = lead + ", ".join(parts[:3])
     other = table[table["on_rank"] != table["rank"]]
     if len(other):
         ranks = other.groupby("on_rank")["ns"].sum().sort_values(ascending=False)
