@@ -69,7 +69,7 @@ def convert_results(
         # has no ``trace_activities()``): the trace comes through torch's own JSON export, with
         # the event tree's exact lines put back (``capture_fallback``), and says why.
         why = f"{type(exc).__name__}: {exc}"
-        return _convert_through_json(results, metadata, cycle, why, user_code, search_path)
+        return _convert_through_json(results, metadata, cycle, why, user_code, search_path, step_on)
     raw, steps_from = infer_steps(raw, step_on)
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
     meta = {**metadata, "pruned": pruned, "operator_lines": operator_lines}
@@ -85,6 +85,7 @@ def _convert_through_json(
     why: str,
     user_code: UserCode,
     search_path: list[str] | None,
+    step_on: str | None = None,
 ) -> Trace:
     """``results.save()`` (what ``export_chrome_trace`` writes) converted with the capture's
     metadata and ``capture_fallback`` naming the reason (``capture_fallback.convert_saved``).
@@ -98,7 +99,7 @@ def _convert_through_json(
         atexit.register(_remove_saved)
     _SAVED[id(results)] = path
     results.save(path)
-    return convert_saved(path, results, metadata, cycle, why, user_code, search_path)
+    return convert_saved(path, results, metadata, cycle, why, user_code, search_path, step_on)
 
 
 #: id(results) -> the Chrome JSON a fallback conversion saved them to (see _convert_through_json).

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from neuron_explorer.collectors.capture_convert import _lookup, _python_rows, _src_columns
 from neuron_explorer.collectors.capture_tree import FileResolver, TreeSources, walk_tree
+from neuron_explorer.collectors.inferred_steps import infer_steps
 from neuron_explorer.collectors.normalize import RawEvents, _int_column, build_trace
 from neuron_explorer.collectors.source_map import MARKER_PREFIX, UserCode
 from neuron_explorer.trace.model import Trace
@@ -47,9 +48,12 @@ def convert_saved(
     why: str,
     user_code: UserCode,
     search_path: list[str] | None,
+    step_on: str | None = None,
 ) -> Trace:
     """The trace of the JSON ``results`` were saved to (``path``), with the event tree's
-    exact lines where it can be read; ``why``: the reason the normal conversion failed.
+    exact lines where it can be read; ``why``: the reason the normal conversion failed;
+    ``step_on``: as in the normal path (``collectors.inferred_steps``), steps inferred from the
+    tree's Python calls or the JSON's compiled-region runs.
 
     The tree is walked first: when it can be read, the JSON's Python events are dropped while
     they are decoded (the tree gives them, pruned), so memory follows the other events."""
@@ -77,6 +81,9 @@ def convert_saved(
         raw = with_tree_sources(raw, int(base) if isinstance(base, int) else 0, tree)
         meta["pruned"] = tree.pruned_metadata()
     meta.update(metadata, capture_fallback=why)
+    raw, steps_from = infer_steps(raw, step_on)
+    if steps_from:
+        meta["steps_from"] = steps_from
     raw.columns["cycle"] = pa.array(np.full(raw.n, cycle, np.int32))
     return build_trace(raw, meta, user_code=user_code)
 

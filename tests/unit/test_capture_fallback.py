@@ -113,6 +113,11 @@ CAPTURE = textwrap.dedent(
     (out / "records.json").write_text(json.dumps(ops))
     convert_results(ResultsWithoutActivities(capture(), tree=False), meta, cycle=2).write(out / "no_tree.parquet")
 
+    # steps inferred from a function's returns (the loop never calls prof.step())
+    stepped = capture()
+    convert_results(stepped, meta, step_on="step").write(out / "steps_normal.parquet")
+    convert_results(ResultsWithoutActivities(stepped), meta, step_on="step").write(out / "steps_fallback.parquet")
+
     # the exact-lines mode's markers, read by the walk in both paths
     from neuron_explorer.collectors.exact_lines import ExactLinesMode
 
@@ -229,3 +234,23 @@ def test_the_exact_lines_modes_markers_give_the_same_lines_through_the_fallback(
     pd.testing.assert_frame_equal(a, b)
     in_user = a[a["src_file"].fillna("").str.endswith("user_block.py")]
     assert {12, 13, 14} <= set(in_user["src_line"])  # the marked operator lines of forward()
+
+
+def test_steps_inferred_from_a_function_come_through_the_fallback(captured: Path) -> None:
+    """torch 2.11 with ``record --step-on step``: the fallback finds the same three steps from
+    the tree's Python calls as the normal path (on the H200 it found none)."""
+    normal, fallback = (ne.load(captured / f"steps_{k}.parquet") for k in ("normal", "fallback"))
+    assert "capture_fallback" in fallback.metadata and "capture_fallback" not in normal.metadata
+    assert normal.metadata["steps_from"] == fallback.metadata["steps_from"]
+    assert fallback.metadata["steps_from"]["steps"] == 3
+    cols = ["name", "start_ns", "dur_ns"]
+    a, b = (
+        t.to_pandas(columns=["kind", *cols])
+        .query("kind == 'step'")[cols]
+        .sort_values("start_ns")
+        .reset_index(drop=True)
+        for t in (normal, fallback)
+    )
+    a["name"], b["name"] = a["name"].astype(str), b["name"].astype(str)
+    assert list(a["name"]) == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
