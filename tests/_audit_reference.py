@@ -183,6 +183,33 @@ def _launch_bound(path: Path, f: Any) -> Verdict:
     )
 
 
+def _host_bound(path: Path, f: Any) -> Verdict:
+    """The device idle with nothing queued while the host runs ops or runtime calls (the sweep's
+    host_launch), as a share of the steady time, less an unfused optimizer's exposed time (that
+    finding's); the cause holds when short kernels (launch_bound) and tiny ops do not explain
+    it; the fix names graph capture where the device has it, and on a trace already compiled
+    says so instead of advising torch.compile(model)."""
+    r = raw(path)
+    totals, _ = sweep(path)
+    foreach = any(re.search(r"_foreach_|_fused_|multi_tensor", str(e.get("name", ""))) for e in r.spans)
+    opt = 0
+    if not foreach:
+        windows = intersect(iv(r.of(lambda e: str(e.get("name", "")).startswith("Optimizer.step#"))), steps(r))
+        opt = length(windows) - length(intersect(windows, iv([e for e in r.spans if is_device(e)])))
+    pct = 100.0 * max(totals["host_launch"] - opt, 0) / max(steady_ns(path), 1)
+    corr = {(e.get("args") or {}).get("correlation") for e in r.spans if is_runtime(e)}
+    launched = [e for e in r.spans if is_device(e) and (e.get("args") or {}).get("correlation") in corr]
+    short = 100.0 * sum(_ns(e["dur"]) < 10_000 for e in launched) / max(len(launched), 1)
+    cause = pct >= 20.0 and short < 50.0
+    compiled = any(re.match(r"Torch-Compiled Region|CompiledFunction", str(e.get("name", ""))) for e in r.spans)
+    rec = f.recommendation
+    if device_type(r) in ("cuda", "hip"):
+        fix = 'mode="reduce-overhead"' in rec and (not compiled or "in place of the default mode" in rec)
+    else:
+        fix = ("graph breaks" in rec) if compiled else ("torch.compile(model)" in rec)
+    return Verdict("host_launch_pct", f.metrics["host_launch_pct"]["value"], pct, cause, fix)
+
+
 def _tensor_cores(path: Path, f: Any) -> Verdict:
     r = raw(path)
     gemm = [e for e in r.spans if is_device(e) and re.search(r"gemm|cutlass|cublas|xmma|nvjet", e["name"], re.I)]
@@ -425,6 +452,7 @@ def _eager_attention(path: Path, f: Any) -> Verdict:
 CHECKS = {
     "device_idle": _device_idle,
     "launch_bound": _launch_bound,
+    "host_bound": _host_bound,
     "tensor_cores": _tensor_cores,
     "python_overhead": _python_overhead,
     "exposed_comm": _exposed_comm,

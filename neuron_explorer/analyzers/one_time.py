@@ -225,6 +225,13 @@ def _first_calls_enclosing(host: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFr
 def in_one_time(frames: TraceFrames, events: pd.DataFrame) -> np.ndarray:
     """Per row of ``events`` (host events): True when it starts inside one-time work (a one-time
     span or a warm-up step): a steady-state rule leaves it out."""
+    start = events["start_ns"].to_numpy(np.int64)
+    return overlaps_one_time(frames, events["rank"].to_numpy(np.int64), start, start + 1)
+
+
+def overlaps_one_time(frames: TraceFrames, rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per interval ``[start, end)`` of ``rank``: True when one-time work (a one-time span or a
+    warm-up step) lies in it, in part or whole (an idle gap around a compile is the compile's)."""
     from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
 
     spans = one_time_spans(frames)
@@ -232,12 +239,18 @@ def in_one_time(frames: TraceFrames, events: pd.DataFrame) -> np.ndarray:
     r = np.concatenate([spans["rank"].to_numpy(np.int64), warm["rank"].to_numpy(np.int64)])
     s = np.concatenate([spans["start_ns"].to_numpy(np.int64), warm["start_ns"].to_numpy(np.int64)])
     e = np.concatenate([(spans["start_ns"] + spans["dur_ns"]).to_numpy(np.int64), warm["end_ns"].to_numpy(np.int64)])
-    out = np.zeros(len(events), bool)
-    if not len(s) or not len(events):
+    out = np.zeros(len(start), bool)
+    if not len(s) or not len(start):
         return out
     wr, ws, we = merge_windows(r, s, e)
-    start = events["start_ns"].to_numpy(np.int64)
-    rows, _, _, _ = clip_to_windows(events["rank"].to_numpy(np.int64), start, start + 1, wr, ws, we)
+    rows, _, _, _ = clip_to_windows(
+        np.asarray(rank, np.int64),
+        np.asarray(start, np.int64),
+        np.maximum(np.asarray(end, np.int64), start + 1),
+        wr,
+        ws,
+        we,
+    )
     out[rows] = True
     return out
 

@@ -4,21 +4,48 @@ fixes only on a trace that trains. Every API is spelled as it is called."""
 
 from __future__ import annotations
 
+from neuron_explorer.analyzers.context import TraceFrames, name_mask
 from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.run_kind import RunKind
 
 
-def compile_advice(hw: Hardware) -> str:
+def compile_advice(hw: Hardware, compiled: bool = False) -> str:
     """torch.compile, with graph capture only on the devices that have it: CUDA graphs on NVIDIA,
-    HIP graphs on ROCm (``torch.cuda.graphs`` works on ROCm builds); none on CPU, MTIA, Neuron."""
+    HIP graphs on ROCm (``torch.cuda.graphs`` works on ROCm builds); none on CPU, MTIA, Neuron.
+    ``compiled``: the trace already runs compiled code (``compiled_in_trace``), so plain
+    ``torch.compile(model)`` is no advice: graph capture's mode where the device has it, else
+    fewer graph breaks."""
     if hw.device_type == "cuda":
-        return 'torch.compile(model, mode="reduce-overhead") (CUDA graphs: one launch replays the whole graph)'
+        return (
+            'torch.compile(model, mode="reduce-overhead")'
+            + (" in place of the default mode the trace's compiled code runs in" if compiled else "")
+            + " (CUDA graphs: one launch replays the whole graph)"
+        )
     if hw.device_type == "hip":
         return (
-            'torch.compile(model, mode="reduce-overhead") (HIP graphs through the torch.cuda.graphs API of ROCm '
-            "builds: one launch replays the whole graph)"
+            'torch.compile(model, mode="reduce-overhead")'
+            + (" in place of the default mode the trace's compiled code runs in" if compiled else "")
+            + " (HIP graphs through the torch.cuda.graphs API of ROCm builds: one launch replays the whole graph)"
+        )
+    if compiled:
+        return (
+            "fewer graph breaks, so more of the step runs compiled (torch._dynamo.explain(model)(*inputs) lists them)"
         )
     return "torch.compile(model) (fuses ops into fewer kernels)"
+
+
+#: a compiled region's runtime span (Dynamo) or AOTAutograd's function (the trace runs compiled code)
+COMPILED_CODE = r"^Torch-Compiled Region|^CompiledFunction(?:Backward)?$"
+
+
+def compiled_in_trace(frames: TraceFrames) -> bool:
+    """The trace runs torch.compile'd code: a ``Torch-Compiled Region`` or ``CompiledFunction`` span."""
+
+    def compute() -> bool:
+        host = frames.host
+        return bool(len(host)) and bool(name_mask(host["name"], COMPILED_CODE).any())
+
+    return bool(frames.memo("compiled_in_trace", compute))
 
 
 def fused_optimizer_advice(hw: Hardware, kind: RunKind) -> str | None:

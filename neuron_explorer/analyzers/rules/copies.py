@@ -8,6 +8,7 @@ import pandas as pd
 from neuron_explorer.analyzers.context import name_mask, ukey
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, union_length
+from neuron_explorer.analyzers.one_time import in_one_time
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -43,6 +44,11 @@ def exposed_dtod(ctx: RuleContext) -> list[Finding]:
     if not dtod.any():
         raise RuleSkipped("skipped: needs device-to-device memcpy events")
     kernel = (dev["kind"] == "kernel").to_numpy()
+    # one-time work's copies (a compile's autotuning, a warm-up step, a graph capture) are not
+    # the steady state's: left out of the time, as the wall it is a share of leaves them out
+    dtod = dtod & ~in_one_time(ctx.frames, dev)
+    if not dtod.any():
+        return []
     # time only the copies cover: union(copies + kernels) - union(kernels), per device, in steps
     w = ctx.frames.step_windows
     s = dev["start_ns"].to_numpy()

@@ -9,8 +9,9 @@ from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAME
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.kernels import uses_tensor_cores
+from neuron_explorer.analyzers.one_time import overlaps_one_time
 from neuron_explorer.analyzers.rules import _edits
-from neuron_explorer.analyzers.rules._advice import compile_advice, fused_optimizer_advice
+from neuron_explorer.analyzers.rules._advice import compile_advice, compiled_in_trace, fused_optimizer_advice
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms, of_wall
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
@@ -72,6 +73,8 @@ def device_idle(ctx: RuleContext) -> list[Finding]:
     key = d[["rank", "device"]].to_numpy()
     same[1:] = (key[1:] == key[:-1]).all(axis=1)
     gap = np.where(same, d["start_ns"].to_numpy() - prev, 0)
+    # a gap that holds one-time work (a compile, a graph capture, a warm-up step) is that work's
+    gap[overlaps_one_time(ctx.frames, d["rank"].to_numpy(), prev, d["start_ns"].to_numpy()) & (gap > 0)] = 0
     top = np.argsort(-gap)[:5]
     top = top[gap[top] > 0]
     after = d.iloc[top]
@@ -169,7 +172,7 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
             category="host_launch",
             event_ids=[int(x) for x in small.nsmallest(5, "start_ns")["event_id"]],
             source_lines=lines_from(src, "one"),
-            recommendation=launch_bound_advice(ctx.frames.hardware, ctx.frames.run_kind),
+            recommendation=launch_bound_advice(ctx.frames.hardware, ctx.frames.run_kind, compiled_in_trace(ctx.frames)),
         )
     ]
 
@@ -234,10 +237,11 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def launch_bound_advice(hw: Hardware, kind: RunKind) -> str:
-    """Fewer launches: torch.compile (graph capture where the device has it), a fused optimizer
-    only where the run trains, larger batches."""
-    fixes = [compile_advice(hw)]
+def launch_bound_advice(hw: Hardware, kind: RunKind, compiled: bool = False) -> str:
+    """Fewer launches: torch.compile (graph capture where the device has it; fewer graph breaks
+    where the trace already runs compiled code), a fused optimizer only where the run trains,
+    larger batches."""
+    fixes = [compile_advice(hw, compiled)]
     opt = fused_optimizer_advice(hw, kind)
     if opt:
         fixes.append(opt)

@@ -14,7 +14,7 @@ from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.one_time import in_one_time
 from neuron_explorer.analyzers.rules import _edits
-from neuron_explorer.analyzers.rules._advice import compile_advice
+from neuron_explorer.analyzers.rules._advice import compile_advice, compiled_in_trace
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -428,8 +428,7 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
     pct = 100.0 * exposed / wall
     if pct < ctx.threshold("max_pct") or tiny_ops_explain(ctx) or launch_bound_explains(ctx):
         return []
-    ops = ctx.analysis.ops
-    heavy = ops[ops["device_ns"] < ops["host_self_ns"]].head(3)["name"].tolist()
+    heavy, steady_ops = _steady_host_heavy_ops(ctx)
     return [
         ctx.finding(
             title=f"Device starved by host work {pct:.0f}% {of_wall(ctx.frames.has_steps)}",
@@ -440,13 +439,28 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
             metrics={"host_launch_pct": metric(pct, "%"), "host_launch_ns": metric(int(exposed), "ns")},
             cost_ns=int(exposed),
             category="host_launch",
-            source_lines=top_source_lines(ctx.analysis, "host_ns"),
+            source_lines=lines_from(steady_ops, "self_ns"),
             recommendation=(
-                f"Reduce host work per step: {compile_advice(ctx.frames.hardware)}, "
+                f"Reduce host work per step: {compile_advice(ctx.frames.hardware, compiled_in_trace(ctx.frames))}, "
                 "fewer and larger ops, DataLoader workers for input work, and no per-step Python bookkeeping."
             ),
         )
     ]
+
+
+def _steady_host_heavy_ops(ctx: RuleContext, n: int = 3) -> tuple[list[str], pd.DataFrame]:
+    """The ``n`` op names with the most host self time outside one-time work (a compile's
+    ``dynamo_timed`` spans are not what starves the steady state) among those whose ops run
+    less device time than host self time, and those ops (with ``self_ns``) for their lines."""
+    host = ctx.frames.host
+    m = (host["kind"] == Kind.CPU_OP).to_numpy()
+    ops = host[m].assign(self_ns=ctx.frames.host_self_ns.to_numpy()[m])
+    ops = ops[~in_one_time(ctx.frames, ops)]
+    whole = ctx.analysis.ops
+    light = set(whole.loc[whole["device_ns"] < whole["host_self_ns"], "name"].astype(str))
+    ops = ops[ops["name"].astype(str).isin(light).to_numpy()]
+    by_name = ops.groupby(ops["name"].astype(str).to_numpy())["self_ns"].sum().sort_values(ascending=False)
+    return by_name.head(n).index.tolist(), ops
 
 
 def _python_at(ctx: RuleContext, lines: list[dict[str, Any]]) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import activations_by_module, at_peak_view
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
+from neuron_explorer.analyzers.one_time import in_one_time
 from neuron_explorer.analyzers.queued import copy_queue_split
 from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._evidence import (
@@ -67,12 +68,15 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     ``host_blocked`` time under the own-transfer parts (the device running nothing meanwhile),
     inside steps; pinned-memory advice only when that part is at least ``min_pct``. Copies
     that mostly wait for the queue get a finding that says so, priced at their own part."""
-    m = _memcpys(ctx)
+    _memcpys(ctx)
     calls = blocking_calls(ctx.frames)
     copies = calls[calls["reason"] == "copy"]
-    pageable = m["memcpy_kind"].astype(str).str.contains("Pageable", case=False).to_numpy()
+    # one-time work's copies (a compile's autotuning, a warm-up step, a graph capture) are not the loop's
+    copies = copies[~in_one_time(ctx.frames, copies)]
     if not len(copies):
         return []
+    m = launched_by(ctx.frames, copies)
+    pageable = m["memcpy_kind"].astype(str).str.contains("Pageable", case=False).to_numpy()
     blocked = blocked_by_copies_ns(ctx.frames)
     split = copy_queue_split(ctx.frames, copies)
     own_spans = split.assign(start_ns=split["start_ns"] + split["queue_dur_ns"], dur_ns=split["own_dur_ns"])
