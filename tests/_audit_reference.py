@@ -172,8 +172,14 @@ def _device_idle(path: Path, f: Any) -> Verdict:
 
 
 def _launch_bound(path: Path, f: Any) -> Verdict:
+    """Short kernels among those launched one call each (a graph launch's kernels cost no launch
+    each, so they are left out), and the host launching with the device idle (the sweep)."""
     r = raw(path)
-    corr = {(e.get("args") or {}).get("correlation") for e in r.spans if is_runtime(e)}
+    corr = {
+        (e.get("args") or {}).get("correlation")
+        for e in r.spans
+        if is_runtime(e) and not re.match(r"(cuda|cu|hip)GraphLaunch", str(e.get("name", "")))
+    }
     launched = [e for e in r.spans if is_device(e) and (e.get("args") or {}).get("correlation") in corr]
     short = 100.0 * sum(_ns(e["dur"]) < 10_000 for e in launched) / max(len(launched), 1)
     totals, _ = sweep(path)
@@ -197,7 +203,11 @@ def _host_bound(path: Path, f: Any) -> Verdict:
         windows = intersect(iv(r.of(lambda e: str(e.get("name", "")).startswith("Optimizer.step#"))), steps(r))
         opt = length(windows) - length(intersect(windows, iv([e for e in r.spans if is_device(e)])))
     pct = 100.0 * max(totals["host_launch"] - opt, 0) / max(steady_ns(path), 1)
-    corr = {(e.get("args") or {}).get("correlation") for e in r.spans if is_runtime(e)}
+    corr = {
+        (e.get("args") or {}).get("correlation")
+        for e in r.spans
+        if is_runtime(e) and not re.match(r"(cuda|cu|hip)GraphLaunch", str(e.get("name", "")))
+    }
     launched = [e for e in r.spans if is_device(e) and (e.get("args") or {}).get("correlation") in corr]
     short = 100.0 * sum(_ns(e["dur"]) < 10_000 for e in launched) / max(len(launched), 1)
     cause = pct >= 20.0 and short < 50.0

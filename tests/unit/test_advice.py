@@ -486,3 +486,27 @@ def test_op_below_roofline_gives_no_gradscaler_to_inference() -> None:
     hw = Hardware("cuda", "Tesla V100-SXM2-32GB", 7, 0)
     assert "GradScaler" in likely_cause(row, v100, 0, hw, training=True)[1]
     assert "GradScaler" not in likely_cause(row, v100, 0, hw, training=False)[1]
+
+
+def test_a_graph_launchs_kernels_are_not_launch_overhead() -> None:
+    # The H200 capture trace replays a CUDA graph 3 times beside one eager forward. The short
+    # share is recomputed here over the kernels whose launch call is not cudaGraphLaunch (one
+    # graph launch runs all its kernels), and the advice is the graph the step already has.
+    doc = _raw("h200/cuda_graph.json.gz")
+    spans = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    calls = {
+        e["args"]["correlation"]: e["name"]
+        for e in spans
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    device = [e for e in spans if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    one_by_one = [
+        e for e in device if not calls.get(e["args"].get("correlation"), "cudaGraphLaunch").endswith("GraphLaunch")
+    ]
+    by_graph = [e for e in device if calls.get(e["args"].get("correlation"), "").endswith("GraphLaunch")]
+    assert by_graph and one_by_one
+    short = 100.0 * sum(e["dur"] < 10.0 for e in one_by_one) / len(one_by_one)
+    f = next(f for f in _analysis("h200/cuda_graph.json.gz").findings if f.rule_id == "launch_bound")
+    assert f.metrics["short_kernel_pct"]["value"] == pytest.approx(short, abs=0.01)
+    assert "into the graph the step already replays" in f.recommendation
+    assert "reduce-overhead" not in f.recommendation

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import ukey
+from neuron_explorer.analyzers.context import TraceFrames, lookup, name_mask, ukey
 from neuron_explorer.analyzers.rules._evidence import num_steps, threshold_of
 from neuron_explorer.analyzers.rules.registry import RuleContext
 from neuron_explorer.trace.schema import Kind
@@ -41,8 +41,10 @@ def tiny_ops_explain(ctx: RuleContext) -> bool:
 
 
 def short_kernel_pct(ctx: RuleContext) -> float | None:
-    """Share (%) of launched device events shorter than ``launch_bound.short_kernel_ns``."""
+    """Share (%) of the device events launched one call each (a graph launch's are left out)
+    shorter than ``launch_bound.short_kernel_ns``."""
     ev = ctx.frames.launch_events
+    ev = ev[~graph_launched(ctx.frames, ev)] if len(ev) else ev
     if not len(ev):
         return None
     return 100.0 * float((ev["dur_ns"] < threshold_of(ctx, "launch_bound", "short_kernel_ns")).mean())
@@ -53,3 +55,23 @@ def launch_bound_explains(ctx: RuleContext) -> bool:
     ``tiny_ops`` does not apply."""
     pct = short_kernel_pct(ctx)
     return pct is not None and pct >= threshold_of(ctx, "launch_bound", "min_short_pct") and not tiny_ops_explain(ctx)
+
+
+#: a CUDA/HIP graph's launch call (its kernels come from the graph, not one call each)
+GRAPH_LAUNCH = r"^(?:cuda|cu|hip)GraphLaunch"
+
+
+def graph_launched(frames: TraceFrames, ev: pd.DataFrame) -> np.ndarray:
+    """Per row of ``ev`` (``launch_events``): True when a graph launch call launched it."""
+    dev, host = frames.device, frames.host
+    if not len(host):
+        return np.zeros(len(ev), bool)
+    pos = lookup(
+        ukey(dev["rank"].to_numpy(), dev["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy())
+    )
+    launch_id = np.where(pos >= 0, dev["launch_id"].to_numpy()[np.maximum(pos, 0)], -1)
+    graph = host[name_mask(host["name"], GRAPH_LAUNCH)]
+    if not len(graph):
+        return np.zeros(len(ev), bool)
+    hit = lookup(ukey(graph["rank"].to_numpy(), graph["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), launch_id))
+    return (hit >= 0) & (launch_id >= 0)

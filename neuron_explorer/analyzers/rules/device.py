@@ -13,7 +13,7 @@ from neuron_explorer.analyzers.one_time import overlaps_one_time
 from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._advice import compile_advice, compiled_in_trace, fused_optimizer_advice
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms, of_wall
-from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains
+from neuron_explorer.analyzers.rules._host_launch import graph_launched, launch_bound_explains
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.analyzers.run_kind import RunKind
 from neuron_explorer.trace.units import format_duration
@@ -132,6 +132,13 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
     ev = ctx.frames.launch_events
     if not len(ev):
         raise RuleSkipped("skipped: needs runtime launch events linked to kernels")
+    # a graph launch (cudaGraphLaunch, hipGraphLaunch) runs all its kernels from one call: they
+    # cost no launch each, so only the kernels launched one by one can make the host the limit
+    by_graph = graph_launched(ctx.frames, ev)
+    graphs = bool(by_graph.any())
+    ev = ev[~by_graph]
+    if not len(ev):
+        return []
     short = ev["dur_ns"] < ctx.threshold("short_kernel_ns")
     short_pct = 100.0 * float(short.mean())
     from neuron_explorer.analyzers.rules.optimizer import unfused_optimizer_exposed_ns
@@ -172,7 +179,9 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
             category="host_launch",
             event_ids=[int(x) for x in small.nsmallest(5, "start_ns")["event_id"]],
             source_lines=lines_from(src, "one"),
-            recommendation=launch_bound_advice(ctx.frames.hardware, ctx.frames.run_kind, compiled_in_trace(ctx.frames)),
+            recommendation=launch_bound_advice(
+                ctx.frames.hardware, ctx.frames.run_kind, compiled_in_trace(ctx.frames), graphs
+            ),
         )
     ]
 
@@ -237,11 +246,17 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
     ]
 
 
-def launch_bound_advice(hw: Hardware, kind: RunKind, compiled: bool = False) -> str:
+def launch_bound_advice(hw: Hardware, kind: RunKind, compiled: bool = False, graphs: bool = False) -> str:
     """Fewer launches: torch.compile (graph capture where the device has it; fewer graph breaks
-    where the trace already runs compiled code), a fused optimizer only where the run trains,
-    larger batches."""
-    fixes = [compile_advice(hw, compiled)]
+    where the trace already runs compiled code; the rest of the step in the graph where it
+    already replays one), a fused optimizer only where the run trains, larger batches."""
+    if graphs and hw.device_type in ("cuda", "hip"):
+        fixes = [
+            "capture the kernels still launched one by one into the graph the step already replays "
+            "(torch.cuda.graph, or torch.cuda.make_graphed_callables for the modules outside it)"
+        ]
+    else:
+        fixes = [compile_advice(hw, compiled)]
     opt = fused_optimizer_advice(hw, kind)
     if opt:
         fixes.append(opt)

@@ -451,15 +451,16 @@ def host_bound(ctx: RuleContext) -> list[Finding]:
 def _steady_host_heavy_ops(ctx: RuleContext, n: int = 3) -> tuple[list[str], pd.DataFrame]:
     """The ``n`` op names with the most host self time outside one-time work (a compile's
     ``dynamo_timed`` spans are not what starves the steady state) among those whose ops run
-    less device time than host self time, and those ops (with ``self_ns``) for their lines."""
+    less device time than host self time; and every op outside one-time work (with
+    ``self_ns``), whose lines are where the steady state's host time goes."""
     host = ctx.frames.host
     m = (host["kind"] == Kind.CPU_OP).to_numpy()
     ops = host[m].assign(self_ns=ctx.frames.host_self_ns.to_numpy()[m])
     ops = ops[~in_one_time(ctx.frames, ops)]
     whole = ctx.analysis.ops
     light = set(whole.loc[whole["device_ns"] < whole["host_self_ns"], "name"].astype(str))
-    ops = ops[ops["name"].astype(str).isin(light).to_numpy()]
-    by_name = ops.groupby(ops["name"].astype(str).to_numpy())["self_ns"].sum().sort_values(ascending=False)
+    heavy = ops[ops["name"].astype(str).isin(light).to_numpy()]
+    by_name = heavy.groupby(heavy["name"].astype(str).to_numpy())["self_ns"].sum().sort_values(ascending=False)
     return by_name.head(n).index.tolist(), ops
 
 
