@@ -96,15 +96,29 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
 
-def render_text(r: dict[str, Any]) -> str:
-    lines = [f"{r['source']}: {r['nodes']:,} nodes, {r['edges']:,} cross edges"]
-    lines.append(
+def render_text(r: dict[str, Any], width: int | None = None) -> str:
+    """The replay in words and a per-step table, laid out for ``width`` columns (the output's,
+    ``reports.fit.output_width``): prose wrapped without parting a number from its unit, the
+    table's columns as wide as their contents."""
+    from rich.text import Text
+
+    from neuron_explorer.reports.fit import PIPE_PROSE_WIDTH, PIPE_WIDTH, output_width, printable, wrap_prose
+
+    width = width or output_width()
+    prose = min(width, PIPE_PROSE_WIDTH) if width == PIPE_WIDTH else width
+    lines: list[str] = []
+
+    def say(text: str) -> None:
+        lines.extend(line.plain for line in wrap_prose(Text(text), prose, hang=2))
+
+    say(f"{printable(r['source'])}: {r['nodes']:,} nodes, {r['edges']:,} cross edges")
+    say(
         f"measured {_ms(r['measured_ns'])}, baseline replay {_ms(r['replayed_ns'])} "
         f"(error {r['baseline_error_pct']:+.2f}%); critical path unexplained {r['unexplained_pct']:.1f}%, "
         f"untraced host time {r['untraced_pct']:.1f}%"
     )
     if r.get("note"):
-        lines.append(f"note: {r['note']}")
+        say(f"note: {r['note']}")
     edits = [f"scale {p}={f:g}" for p, f in r["edits"]["scale"]] + [f"remove {p}" for p in r["edits"]["remove"]]
     edits += [
         w
@@ -112,18 +126,26 @@ def render_text(r: dict[str, Any]) -> str:
         if r["edits"].get(k)
     ]
     if edits:
-        lines.append(
-            f"with {', '.join(edits)}: projected {_ms(r['projected_ns'])}, saving {_ms(r['saving_ns'])} "
+        say(
+            f"with {printable(', '.join(edits))}: projected {_ms(r['projected_ns'])}, saving {_ms(r['saving_ns'])} "
             f"({r['saving_pct']:.1f}%)"
         )
     lines.append("")
-    lines.append(
-        f"{'rank':>4} {'step':>5} {'measured':>14} {'replayed':>14} {'error':>7} {'unexpl.':>7} {'projected':>14} {'saving':>14}"
-    )
-    for s in r["steps"]:
-        step = "-" if s["step"] == WHOLE_TRACE_STEP else str(s["step"])
-        lines.append(
-            f"{s['rank']:>4} {step:>5} {_ms(s['measured_ns']):>14} {_ms(s['replayed_ns']):>14} "
-            f"{s['baseline_error_pct']:>+6.2f}% {s['unexplained_pct']:>6.1f}% {_ms(s['projected_ns']):>14} {_ms(s['saving_ns']):>14}"
+    header = ("rank", "step", "measured", "replayed", "error", "unexpl.", "projected", "saving")
+    rows = [
+        (
+            str(s["rank"]),
+            "-" if s["step"] == WHOLE_TRACE_STEP else str(s["step"]),
+            _ms(s["measured_ns"]),
+            _ms(s["replayed_ns"]),
+            f"{s['baseline_error_pct']:+.2f}%",
+            f"{s['unexplained_pct']:.1f}%",
+            _ms(s["projected_ns"]),
+            _ms(s["saving_ns"]),
         )
+        for s in r["steps"]
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    for row in (header, *rows):
+        lines.append(" ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
     return "\n".join(lines)

@@ -51,6 +51,7 @@ COMMANDS = {
     "analyze-cpu": lambda t: ("analyze", str(t["cpu"])),
     "diff": lambda t: ("diff", str(t["a100"]), str(t["v100"])),
     "ranks": lambda t: ("ranks", str(t["run"])),
+    "whatif": lambda t: ("whatif", str(t["a100"]), "--scale", "gemm|cudnn=0.5", "--nonblocking-copies"),
 }
 
 
