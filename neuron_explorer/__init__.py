@@ -7,7 +7,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from neuron_explorer.trace import Trace, load
+from neuron_explorer.collectors.load import load
+from neuron_explorer.trace import Trace
 
 __all__ = ["Trace", "__version__", "load", "profile"]
 

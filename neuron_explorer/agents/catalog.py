@@ -86,7 +86,7 @@ class TraceCatalog:
     @classmethod
     def open(cls, paths: Sequence[str | Path], loader: Callable[[Path], Trace] | None = None) -> TraceCatalog:
         """Load every trace (Parquet file, run directory, or Kineto JSON) and name it uniquely."""
-        from neuron_explorer.trace import load
+        from neuron_explorer.collectors.load import load
 
         read: Callable[[Path], Trace] = loader or load
         served: list[ServedTrace] = []

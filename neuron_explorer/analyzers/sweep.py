@@ -127,9 +127,9 @@ def sizes_from_name(name: str) -> dict[str, int]:
 
 def _load(path: Path) -> Any:
     """(kind, trace) of one input: a Neuron device profile, or any other trace."""
+    from neuron_explorer.collectors.load import load
     from neuron_explorer.collectors.neuron import import_neuron_profile
     from neuron_explorer.collectors.neuron.legacy_json import is_compiler_kernel_info, is_device_json, load_json
-    from neuron_explorer.trace import load
 
     if path.is_file() and path.name.lower().endswith((".json", ".json.gz")):
         obj = load_json(path)

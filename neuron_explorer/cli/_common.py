@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from neuron_explorer.cli.memory_check import check_fits
-from neuron_explorer.trace import Trace, load
+from neuron_explorer.collectors.load import load
+from neuron_explorer.trace import Trace
 
 
 def write_stdout(text: str) -> None:

@@ -83,7 +83,7 @@ def import_input(src: Path, progress: Any = None) -> Trace:
         try:
             return import_kineto_json(src, progress=progress)
         except TraceFormatError:
-            from neuron_explorer.trace import load
+            from neuron_explorer.collectors.load import load
 
             return load(src)  # a Neuron export, else the Kineto importer's error again
     from neuron_explorer.collectors.neuron import import_neuron_profile

@@ -83,7 +83,7 @@ class TraceSource:
 
         Raises ``NeuronExplorerError`` for a missing or unreadable input, before any UI starts.
         """
-        from neuron_explorer.trace import load
+        from neuron_explorer.collectors.load import load
 
         p = Path(path)
         if p.is_dir() or p.suffix.lower() in (".parquet", ".pq"):

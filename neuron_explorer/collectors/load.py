@@ -1,0 +1,76 @@
+"""Open any supported input as a ``Trace``: a Parquet file, a run directory, a Kineto JSON, or a
+Neuron profiler export. It chooses the collector that reads it, so it lives above the trace
+model (``neuron_explorer.trace`` imports nothing above it); ``neuron_explorer.load`` is this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from neuron_explorer.trace.errors import NeuronExplorerError, TraceFormatError
+from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.paths import require_input
+
+
+def load(path: str | Path, progress: Any = None) -> Trace:
+    """Open a trace: a Parquet file, a run directory of per-rank files (Parquet ``rank=N/``, or
+    Kineto JSON with each rank from its ``distributedInfo``), or a Kineto JSON
+    (``.json``/``.json.gz``) imported on the fly."""
+    p = Path(path)
+    require_input(p)
+    name = p.name.lower()
+    if p.is_file() and name.endswith((".ntff", ".neff", ".pb")):
+        from neuron_explorer.collectors.neuron import raw_capture_error
+
+        raise raw_capture_error(p)
+    if p.is_file() and (name.endswith((".json", ".json.gz", ".gz")) or _looks_like_json(p)):
+        from neuron_explorer.collectors.kineto_json import import_kineto_json
+
+        try:
+            return import_kineto_json(p, progress=progress)
+        except TraceFormatError:
+            if _is_neuron(p):  # a legacy neuron-profile JSON export
+                return _import_neuron(p)
+            raise
+    if p.is_dir():
+        from neuron_explorer.collectors.run_dir import is_json_run, load_run
+
+        if is_json_run(p):  # a run directory of Kineto JSON rank traces
+            return load_run(p, progress=progress)
+    try:
+        return Trace.read(p)
+    except TraceFormatError:
+        if p.is_dir() and _is_neuron(p):  # a Neuron Explorer Parquet export directory
+            return _import_neuron(p)
+        raise
+
+
+def _is_neuron(path: Path) -> bool:
+    from neuron_explorer.collectors.neuron import is_neuron_profile
+    from neuron_explorer.collectors.neuron.legacy_json import (
+        is_compiler_kernel_info,
+        is_device_json,
+        is_system_json,
+        load_json,
+    )
+
+    if path.is_dir():
+        return is_neuron_profile(path)
+    try:
+        obj = load_json(path)
+    except (NeuronExplorerError, RecursionError):  # (a probe: the Kineto error stands)
+        return False
+    # (a compiler kernel_info.json goes to the Neuron reader, which refuses it in one line)
+    return is_device_json(obj) or is_system_json(obj) or is_compiler_kernel_info(obj)
+
+
+def _import_neuron(path: Path) -> Trace:
+    from neuron_explorer.collectors.neuron import import_neuron_profile
+
+    return import_neuron_profile(path)
+
+
+def _looks_like_json(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        head = fh.read(64).lstrip()
+    return head[:1] in (b"{", b"[") or head[:2] == b"\x1f\x8b"
