@@ -23,8 +23,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.torch]
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 6
 #: Step timing on a shared machine: another process can stall one short step by tens of ms, so a
-#: timing finding is checked again on a fresh recording (as the planted clean run is).
-TIMING_RULES = frozenset({"step_variance", "warmup_cost"})
+#: timing finding is checked again on a fresh recording (as the planted clean run is). The
+#: Python share too: time the process is descheduled counts to the frame it was in, and the
+#: demo's loop is mostly Python frames between ms-long ops (seen once at 55% with load 4 on 2
+#: cores, 20-30% otherwise).
+TIMING_RULES = frozenset({"step_variance", "warmup_cost", "python_overhead"})
 
 
 def record(out: Path) -> ne.Trace:
