@@ -26,7 +26,7 @@ STEPS = 6
 #: timing finding is checked again on a fresh recording (as the planted clean run is). The
 #: Python share too: time the process is descheduled counts to the frame it was in, and the
 #: demo's loop is mostly Python frames between ms-long ops (seen once at 55% with load 4 on 2
-#: cores, 20-30% otherwise).
+#: cores; 31% in a clean-clone demo run).
 TIMING_RULES = frozenset({"step_variance", "warmup_cost", "python_overhead"})
 
 
