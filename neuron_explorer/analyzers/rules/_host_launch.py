@@ -44,7 +44,7 @@ def short_kernel_pct(ctx: RuleContext) -> float | None:
     """Share (%) of the device events launched one call each (a graph launch's are left out)
     shorter than ``launch_bound.short_kernel_ns``."""
     ev = ctx.frames.launch_events
-    ev = ev[~graph_launched(ctx.frames, ev)] if len(ev) else ev
+    ev = ev[~graph_launched(ctx.frames)]
     if not len(ev):
         return None
     return 100.0 * float((ev["dur_ns"] < threshold_of(ctx, "launch_bound", "short_kernel_ns")).mean())
@@ -61,17 +61,23 @@ def launch_bound_explains(ctx: RuleContext) -> bool:
 GRAPH_LAUNCH = r"^(?:cuda|cu|hip)GraphLaunch"
 
 
-def graph_launched(frames: TraceFrames, ev: pd.DataFrame) -> np.ndarray:
-    """Per row of ``ev`` (``launch_events``): True when a graph launch call launched it."""
-    dev, host = frames.device, frames.host
-    if not len(host):
-        return np.zeros(len(ev), bool)
-    pos = lookup(
-        ukey(dev["rank"].to_numpy(), dev["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy())
-    )
-    launch_id = np.where(pos >= 0, dev["launch_id"].to_numpy()[np.maximum(pos, 0)], -1)
-    graph = host[name_mask(host["name"], GRAPH_LAUNCH)]
-    if not len(graph):
-        return np.zeros(len(ev), bool)
-    hit = lookup(ukey(graph["rank"].to_numpy(), graph["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), launch_id))
-    return (hit >= 0) & (launch_id >= 0)
+def graph_launched(frames: TraceFrames) -> np.ndarray:
+    """Per row of ``frames.launch_events``: True when a graph launch call launched it
+    (memoized per trace)."""
+
+    def compute() -> np.ndarray:
+        ev, dev, host = frames.launch_events, frames.device, frames.host
+        graph = host[name_mask(host["name"], GRAPH_LAUNCH)] if len(host) else host
+        if not len(ev) or not len(graph):
+            return np.zeros(len(ev), bool)
+        pos = lookup(
+            ukey(dev["rank"].to_numpy(), dev["event_id"].to_numpy()),
+            ukey(ev["rank"].to_numpy(), ev["event_id"].to_numpy()),
+        )
+        launch_id = np.where(pos >= 0, dev["launch_id"].to_numpy()[np.maximum(pos, 0)], -1)
+        hit = lookup(
+            ukey(graph["rank"].to_numpy(), graph["event_id"].to_numpy()), ukey(ev["rank"].to_numpy(), launch_id)
+        )
+        return (hit >= 0) & (launch_id >= 0)
+
+    return frames.memo("graph_launched", compute)

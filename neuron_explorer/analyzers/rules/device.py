@@ -134,7 +134,7 @@ def launch_bound(ctx: RuleContext) -> list[Finding]:
         raise RuleSkipped("skipped: needs runtime launch events linked to kernels")
     # a graph launch (cudaGraphLaunch, hipGraphLaunch) runs all its kernels from one call: they
     # cost no launch each, so only the kernels launched one by one can make the host the limit
-    by_graph = graph_launched(ctx.frames, ev)
+    by_graph = graph_launched(ctx.frames)
     graphs = bool(by_graph.any())
     ev = ev[~by_graph]
     if not len(ev):
