@@ -302,6 +302,18 @@ def ukey(rank: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.where(ids < 0, -1, key)
 
 
+def group_codes(*columns: np.ndarray) -> np.ndarray:
+    """One dense int64 code per distinct tuple of the (integer) ``columns``, in order of first
+    appearance: what ``pd.factorize(pd.MultiIndex.from_arrays(columns))[0]`` gives, without the
+    Python tuples a MultiIndex builds (40 ms on 200k rows, against a few ms here)."""
+    code: np.ndarray | None = None
+    for col in columns:
+        c = pd.factorize(np.asarray(col), use_na_sentinel=False)[0].astype(np.int64)
+        code = c if code is None else code * (int(c.max()) + 1 if len(c) else 1) + c
+        code = pd.factorize(code)[0].astype(np.int64)  # (dense again: the next product stays small)
+    return np.zeros(0, np.int64) if code is None else code
+
+
 def lookup(keys: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Row position in ``keys`` of each target key (-1 when absent or null, i.e. negative).
     With duplicate keys, the first row holding the key."""

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.context import TraceFrames, group_codes, lookup, ukey
 from neuron_explorer.trace.schema import Kind
 
 LONG_LAUNCH_NS = 50_000
@@ -57,9 +57,7 @@ def _queue_depth(ev: pd.DataFrame) -> np.ndarray:
     """Per event: events on its stream launched at or before its launch and not finished by then."""
     if not len(ev):
         return np.zeros(0, np.int64)
-    gkey = pd.MultiIndex.from_arrays([ev["rank"].to_numpy(), ev["device"].to_numpy(), ev["stream"].to_numpy()])
-    codes, _ = pd.factorize(gkey)
-    codes = codes.astype(np.int64)
+    codes = group_codes(ev["rank"].to_numpy(), ev["device"].to_numpy(), ev["stream"].to_numpy())
     launch = ev["launch_start_ns"].to_numpy()
     end = (ev["start_ns"] + ev["dur_ns"]).to_numpy()
     n_streams = int(codes.max()) + 1

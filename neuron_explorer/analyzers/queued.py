@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import QUEUE_GRACE_NS
-from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.context import TraceFrames, group_codes, lookup, ukey
 from neuron_explorer.analyzers.intervals import clip_to_windows, union_length
 from neuron_explorer.trace.schema import Kind
 
@@ -99,10 +99,8 @@ def _clock_skew(frames: TraceFrames) -> pd.DataFrame:
     dev = frames.device  # sorted by rank, device, start
     start = dev["start_ns"].to_numpy().astype(np.int64)
     end = start + dev["dur_ns"].to_numpy().astype(np.int64)
-    dkey = pd.factorize(pd.MultiIndex.from_arrays([dev["rank"].to_numpy(), dev["device"].to_numpy()]))[0]
-    skey = pd.factorize(
-        pd.MultiIndex.from_arrays([dev["rank"].to_numpy(), dev["device"].to_numpy(), dev["stream"].to_numpy()])
-    )[0]
+    dkey = group_codes(dev["rank"].to_numpy(), dev["device"].to_numpy())
+    skey = group_codes(dev["rank"].to_numpy(), dev["device"].to_numpy(), dev["stream"].to_numpy())
     device_end = _previous_in_group(pd.Series(end).groupby(dkey).cummax().to_numpy().astype(np.int64), dkey, _NEG)
     stream_end = _previous_in_group(pd.Series(end).groupby(skey).cummax().to_numpy().astype(np.int64), skey, _NEG)
     row = lookup(
@@ -148,8 +146,7 @@ def _queue_waits(frames: TraceFrames) -> pd.DataFrame:
     # work without a launch that starts before the rank's first recorded launch: the device ran
     # it before the host launched anything in the window, so it was launched before the trace
     # began and queued since the rank's first event
-    skey = pd.MultiIndex.from_arrays([rank, device, stream])
-    scode = pd.factorize(skey)[0].astype(np.int64)
+    scode = group_codes(rank, device, stream)
     first_launch = pd.Series(np.where(linked, launch_start, _INF)).groupby(rank).transform("min").to_numpy()
     rank_has_links = pd.Series(linked).groupby(rank).transform("any").to_numpy()
     before = ~linked & rank_has_links & (start < first_launch)
@@ -157,7 +154,7 @@ def _queue_waits(frames: TraceFrames) -> pd.DataFrame:
     queued_from = np.where(before, rank_t0, queued_from)
 
     # idle gaps per (rank, device): before each event, since the latest end of the earlier ones
-    dkey = pd.factorize(pd.MultiIndex.from_arrays([rank, device]))[0].astype(np.int64)
+    dkey = group_codes(rank, device)
     group_first = np.r_[True, dkey[1:] != dkey[:-1]]
     running_end = pd.Series(end).groupby(dkey).cummax().to_numpy().astype(np.int64)
     prev_end = np.r_[np.int64(_NEG), running_end[:-1]]

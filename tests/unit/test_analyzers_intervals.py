@@ -189,3 +189,17 @@ def test_lookup_finds_the_first_row_of_each_key_and_never_a_null(keys, targets):
     want = [first.get(t, -1) if t >= 0 else -1 for t in targets]
     got = lookup(np.array(keys, dtype=np.int64), np.array(targets, dtype=np.int64))
     assert list(got) == want
+
+
+def test_group_codes_match_a_multiindex_factorize_nan_included() -> None:
+    import pandas as pd
+
+    from neuron_explorer.analyzers.context import group_codes
+
+    rng = np.random.default_rng(0)
+    rank, device = rng.integers(0, 3, 5000), rng.integers(-1, 4, 5000)
+    stream = rng.integers(0, 50, 5000).astype(float)
+    stream[::97] = np.nan  # a missing stream is a group of its own, as in the MultiIndex
+    expected = pd.factorize(pd.MultiIndex.from_arrays([rank, device, stream]))[0]
+    assert (group_codes(rank, device, stream) == expected).all()
+    assert len(group_codes()) == 0

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import DATALOADER, blocking_calls
-from neuron_explorer.analyzers.context import TraceFrames, lookup, name_mask, ukey
+from neuron_explorer.analyzers.context import TraceFrames, group_codes, lookup, name_mask, ukey
 from neuron_explorer.analyzers.graph.edges import _NEG, COLLECTIVE, HANDOFF, SYNC, cross_edges
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.schema import Kind
@@ -175,9 +175,7 @@ def distinct(values: np.ndarray) -> np.ndarray:
 
 def pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One dense code per distinct (a, b) pair, in order of first appearance."""
-    ca = pd.factorize(np.asarray(a))[0].astype(np.int64)
-    cb = pd.factorize(np.asarray(b))[0].astype(np.int64)
-    return pd.factorize(ca * (int(cb.max()) + 1 if len(cb) else 1) + cb)[0].astype(np.int64)
+    return group_codes(a, b)
 
 
 def _host_segments(host: pd.DataFrame, t0: int) -> pd.DataFrame:
