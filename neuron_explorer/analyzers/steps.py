@@ -23,7 +23,13 @@ OUTLIER_MIN_REL = 0.25
 
 
 def step_table(frames: TraceFrames) -> pd.DataFrame:
-    """Per (rank, step): start_ns, end_ns, dur_ns, device_busy_ns, is_warmup, is_outlier, dev_from_median_pct."""
+    """Per (rank, step): start_ns, end_ns, dur_ns, device_busy_ns, is_warmup, is_outlier,
+    dev_from_median_pct (memoized per trace: the analysis and the one-time windows read it)."""
+    memo = getattr(frames, "memo", None)  # (a plain namespace holding step_windows works too)
+    return memo("step_table", lambda: _step_table(frames)) if memo else _step_table(frames)
+
+
+def _step_table(frames: TraceFrames) -> pd.DataFrame:
     w = frames.step_windows
     cols = [
         "rank",
