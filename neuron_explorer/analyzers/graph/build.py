@@ -112,7 +112,7 @@ class Graph:
         the rows of one thread sort by start, and an event's nested rows start inside it."""
         if not len(self.host):
             return np.zeros(0, np.int64)
-        thread = pair_codes(self.host["rank"].to_numpy(), self.host["tid"].to_numpy())
+        thread = group_codes(self.host["rank"].to_numpy(), self.host["tid"].to_numpy())
         return thread * (1 << 42) + (self.host["start_ns"].to_numpy() - self.t0_ns)
 
     @cached_property
@@ -173,17 +173,12 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return v[np.r_[True, v[1:] != v[:-1]]] if len(v) else v
 
 
-def pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """One dense code per distinct (a, b) pair, in order of first appearance."""
-    return group_codes(a, b)
-
-
 def _host_segments(host: pd.DataFrame, t0: int) -> pd.DataFrame:
     """Cut every host thread at each start and end; each piece takes the innermost open event."""
     cols = ["rank", "chain", "start_ns", "dur_ns", "node_kind", "is_device", "host_row", "device_row", "blocking_end"]
     if not len(host):
         return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
-    thread = pair_codes(host["rank"].to_numpy(), host["tid"].to_numpy())
+    thread = group_codes(host["rank"].to_numpy(), host["tid"].to_numpy())
     s = host["start_ns"].to_numpy() - t0
     e = s + host["dur_ns"].to_numpy()
     span = int(e.max()) + 1
@@ -239,8 +234,7 @@ def _first_of(codes: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 def _device_nodes(device: pd.DataFrame, t0: int, n_chains: int) -> pd.DataFrame:
     if len(device):
-        rank_device = pair_codes(device["rank"].to_numpy(), device["device"].to_numpy())
-        stream = pair_codes(rank_device, device["stream"].to_numpy())
+        stream = group_codes(device["rank"].to_numpy(), device["device"].to_numpy(), device["stream"].to_numpy())
     else:
         stream = np.zeros(0, np.int64)
     return pd.DataFrame(
