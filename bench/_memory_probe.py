@@ -13,7 +13,7 @@ import time
 
 def main(path: str) -> None:
     from neuron_explorer.analyzers import analyze
-    from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
+    from neuron_explorer.analyzers.core.context import ANALYSIS_COLUMNS
     from neuron_explorer.trace.model import Trace
 
     t0 = time.perf_counter()

@@ -37,9 +37,9 @@ def truncate_to_us(trace):  # type: ignore[no-untyped-def]
 
 def main(mode: str, path: str) -> None:
     t_import = time.perf_counter()
-    from neuron_explorer.analyzers import breakdown, idle, kernels
     from neuron_explorer.analyzers.analysis import analyze
-    from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS, TraceFrames
+    from neuron_explorer.analyzers.core.context import ANALYSIS_COLUMNS, TraceFrames
+    from neuron_explorer.analyzers.metrics import breakdown, idle, kernels
     from neuron_explorer.trace import Trace
 
     import_s = time.perf_counter() - t_import

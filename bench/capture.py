@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 import neuron_explorer as ne
-from neuron_explorer.collectors._conversion import conversion_settings
-from neuron_explorer.collectors.capture_convert import convert_results
-from neuron_explorer.collectors.torch_profiler import CAPTURE_ARGS_ZSTD_LEVEL, default_user_code
+from neuron_explorer.collectors.build._conversion import conversion_settings
+from neuron_explorer.collectors.capture.capture_convert import convert_results
+from neuron_explorer.collectors.capture.torch_profiler import CAPTURE_ARGS_ZSTD_LEVEL, default_user_code
 
 OPTIONS = {"record_shapes": True, "with_stack": True, "activities": [torch.profiler.ProfilerActivity.CPU]}
 

@@ -4,7 +4,7 @@
    plain capture: the step time of a small GPT-style block (tests/gpu/gpt_block.py, training on
    the CPU) with no profiler, under ``neuron_explorer.profile`` and under it with the mode;
    runs alternate, ``--repeat`` times each, and the medians are compared.
-2. Placing operator syntax from bytecode (``collectors.operator_lines``) at conversion: the
+2. Placing operator syntax from bytecode (``collectors.lines.operator_lines``) at conversion: the
    event-tree walk of one capture of the same block with and without it (best of 5 each).
 
     python bench/exact_lines.py [--steps 10] [--repeat 5] [--dims 4,64,128,4]
@@ -32,8 +32,8 @@ def main() -> None:
     import torch
 
     import neuron_explorer as ne
-    from neuron_explorer.collectors.capture_tree import FileResolver, walk_tree
-    from neuron_explorer.collectors.source_map import UserCode
+    from neuron_explorer.collectors.build.source_map import UserCode
+    from neuron_explorer.collectors.capture.capture_tree import FileResolver, walk_tree
     from tests.gpu import gpt_block
 
     gpt_block.B, gpt_block.T, gpt_block.C, gpt_block.H = (int(x) for x in a.dims.split(","))

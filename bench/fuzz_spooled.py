@@ -3,7 +3,7 @@
     .venv/bin/python bench/fuzz_spooled.py --inputs 2000 [--seed 3000] [--batch 7]
 
 Each input is a mutated real trace (tests/_fuzz.py), imported twice in this process: in memory
-(``build_trace``) and spooled (``collectors.spooled``, walking the call tree in batches of
+(``build_trace``) and spooled (``collectors.kineto.spooled``, walking the call tree in batches of
 ``--batch`` events). Outcomes: ``same trace`` (equal columns, dictionaries decoded, and equal
 metadata), ``same error`` (both refuse it with the same message), ``differ`` (saved under
 ``--save`` with what differs) and ``traceback`` (any other exception, saved).
@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import pyarrow as pa  # noqa: E402
 
-from neuron_explorer.collectors import kineto_json, spooled  # noqa: E402
+from neuron_explorer.collectors.kineto import kineto_json, spooled  # noqa: E402
 from neuron_explorer.trace.errors import TraceFormatError  # noqa: E402
 from tests import _fuzz  # noqa: E402
 

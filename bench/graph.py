@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import neuron_explorer as ne  # noqa: E402
-from neuron_explorer.analyzers.context import TraceFrames  # noqa: E402
+from neuron_explorer.analyzers.core.context import TraceFrames  # noqa: E402
 from neuron_explorer.analyzers.graph import Edits, build_graph, critical_path_table, replay  # noqa: E402
 from neuron_explorer.analyzers.graph.critical import replay_summary  # noqa: E402
 from neuron_explorer.trace.errors import NeuronExplorerError  # noqa: E402

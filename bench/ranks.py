@@ -29,8 +29,8 @@ import synth_ranks
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.analyzers.run_ranks import run_tables
-from neuron_explorer.collectors.run_dir import convert_run
+from neuron_explorer.analyzers.ranks.run_ranks import run_tables
+from neuron_explorer.collectors.kineto.run_dir import convert_run
 from neuron_explorer.parallel import make_executor
 
 MB = 1 << 20

@@ -15,7 +15,7 @@ __all__ = ["Trace", "__version__", "load", "profile"]
 
 def __getattr__(name: str):  # torch is imported only when capture is used
     if name == "profile":
-        from neuron_explorer.collectors.torch_profiler import profile
+        from neuron_explorer.collectors.capture.torch_profiler import profile
 
         return profile
     raise AttributeError(name)

@@ -39,7 +39,7 @@ _META_VALUES: list[Any] = ["x", 5, -1, 2**40, True, None, [], {}, [1, "a"], "3",
 
 def parquet_seeds() -> list[tuple[pa.Table, dict[str, Any]]]:
     """Small real traces as (table, metadata), made with the Kineto importer."""
-    from neuron_explorer.collectors.kineto_json import import_kineto_json
+    from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 
     seeds = []
     with tempfile.TemporaryDirectory() as tmp:

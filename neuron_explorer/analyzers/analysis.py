@@ -16,25 +16,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers import (
-    attribution,
+from neuron_explorer.analyzers import attribution, memory_live, perf, ranks, verdict
+from neuron_explorer.analyzers.core.context import TraceFrames
+from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
+from neuron_explorer.analyzers.metrics import (
     breakdown,
     idle,
     kernels,
     launches,
     memory,
-    memory_live,
     neuron_summary,
     ops,
     overlap,
-    perf,
-    ranks,
     source_lines,
     steps,
-    verdict,
 )
-from neuron_explorer.analyzers.context import TraceFrames
-from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 from neuron_explorer.analyzers.perf import DeviceSpec
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.line_coverage import line_coverage
@@ -344,7 +340,7 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
         "device_types": frames.device_types or ["cpu"],
         "devices": devices,
         "torch_version": _torch_version(frames.metadata, trace_meta),
-        # the step-time attribution (analyzers/attribution.py): shares of the summed step windows
+        # the step-time attribution (analyzers/attribution/__init__.py): shares of the summed step windows
         **{f"{c}_pct": 100.0 * float(totals[f"{c}_ns"]) / wall_sum for c in attribution.CATEGORY_NAMES},
         "num_findings": len(a.findings),
         "top_finding": top.title if top else None,

@@ -15,7 +15,7 @@ rules ran:
    together are one more replay (``"all fixes together"``), which is what the findings' fixes
    would save at once: never the sum of their savings.
 2. ``settle_costs``: the other findings keep their attribution cost, each a part of one
-   attribution category (``analyzers/attribution.py``): walking them from the most to the
+   attribution category (``analyzers/attribution/__init__.py``): walking them from the most to the
    least important, each claims at most what is still unclaimed of its category after the
    replay-priced findings of that category took theirs, so no nanosecond is billed twice.
 
@@ -36,7 +36,7 @@ from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
-    from neuron_explorer.analyzers.context import TraceFrames
+    from neuron_explorer.analyzers.core.context import TraceFrames
 
 #: host work: the device is starved by it on a device trace; it is the compute on a CPU trace
 HOST_WORK = "host_work"

@@ -140,7 +140,7 @@ def _load(path: Path) -> Any:
 
 def trace_row(path: Path, trace: Any) -> dict[str, Any]:
     """The row of one trace."""
-    from neuron_explorer.analyzers.neuron_summary import summary_table
+    from neuron_explorer.analyzers.metrics.neuron_summary import summary_table
 
     meta = trace.metadata or {}
     if (meta.get("neuron") or {}).get("devices"):

@@ -12,8 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from neuron_explorer.analyzers import attribution, one_time, queued
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers import attribution
+from neuron_explorer.analyzers.attribution import one_time, queued
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.finding import Finding
 from neuron_explorer.trace.units import format_duration
 

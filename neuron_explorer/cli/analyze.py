@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from neuron_explorer.analyzers import SEVERITIES, analyze
-from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
+from neuron_explorer.analyzers.core.context import ANALYSIS_COLUMNS
 from neuron_explorer.analyzers.finding import SEVERITY_RANK
 from neuron_explorer.cli._common import (
     add_device_spec_argument,

@@ -94,7 +94,7 @@ def _text(df) -> str:  # type: ignore[no-untyped-def]
     from rich.console import Console
     from rich.table import Table
 
-    from neuron_explorer.analyzers.neuron_summary import fmt_pct, fmt_time
+    from neuron_explorer.analyzers.metrics.neuron_summary import fmt_pct, fmt_time
     from neuron_explorer.analyzers.sweep import HEADLINE
 
     cols = [c for c in HEADLINE if c in df and df[c].notna().any()]

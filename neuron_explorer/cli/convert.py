@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from neuron_explorer.cli._common import add_output_argument, progress_bar
-from neuron_explorer.collectors.kineto_json import import_kineto_json
+from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.atomic import check_output
 from neuron_explorer.trace.errors import TraceFormatError
@@ -93,9 +93,9 @@ def import_input(src: Path, progress: Any = None) -> Trace:
 
 def with_provenance(trace: Trace, path: Path) -> Trace:
     """``trace`` with its compiled kernels attributed to the lines Inductor's provenance in
-    ``path`` names (``collectors.compiled_lines``)."""
-    from neuron_explorer.collectors.compiled_lines import apply_compiled_lines
-    from neuron_explorer.collectors.inductor_provenance import read_provenance_file
+    ``path`` names (``collectors.lines.compiled_lines``)."""
+    from neuron_explorer.collectors.lines.compiled_lines import apply_compiled_lines
+    from neuron_explorer.collectors.lines.inductor_provenance import read_provenance_file
 
     require_input(path)
     return apply_compiled_lines(trace, read_provenance_file(path), source=str(path))
@@ -103,7 +103,7 @@ def with_provenance(trace: Trace, path: Path) -> Trace:
 
 def run(args: argparse.Namespace) -> int:
     src = Path(args.trace)
-    from neuron_explorer.collectors.run_dir import is_json_run
+    from neuron_explorer.collectors.kineto.run_dir import is_json_run
 
     if is_json_run(src):
         return _convert_run(src, args)
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _convert_run(src: Path, args: argparse.Namespace) -> int:
     """A run directory of Kineto JSON rank traces -> ``OUT/rank=N/trace.parquet``, one task per rank."""
-    from neuron_explorer.collectors.run_dir import convert_run
+    from neuron_explorer.collectors.kineto.run_dir import convert_run
     from neuron_explorer.parallel import make_executor
 
     if args.device_profile or args.provenance:

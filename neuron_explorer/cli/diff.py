@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
+from neuron_explorer.analyzers.core.context import ANALYSIS_COLUMNS
 from neuron_explorer.analyzers.diff import CONFIDENCE, DiffError, GateCheck, TraceDiff, diff_traces, gate
 from neuron_explorer.cli._common import add_output_argument, open_trace, write_stdout
 from neuron_explorer.reports.fit import PIPE_WIDTH, text_width

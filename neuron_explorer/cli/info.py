@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any
 
-from neuron_explorer.analyzers.neuron_summary import (
+from neuron_explorer.analyzers.metrics.neuron_summary import (
     engine_table,
     fmt_pct,
     fmt_time,

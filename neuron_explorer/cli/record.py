@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     kwargs = _profile_kwargs(args)
     program = _load_program(args)  # alive until the trace is converted (see _run_program)
 
-    from neuron_explorer.collectors.torch_profiler import profile
+    from neuron_explorer.collectors.capture.torch_profiler import profile
 
     prof = profile(output=output, on_error="ignore", **kwargs)
     hook = None if args.no_steps or args.step_on else _step_at_optimizer_steps(prof)
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
 def _profile_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     import torch.profiler
 
-    from neuron_explorer.collectors.torch_profiler import default_user_code
+    from neuron_explorer.collectors.capture.torch_profiler import default_user_code
     from neuron_explorer.trace.errors import CollectorError
 
     kwargs: dict[str, Any] = {

@@ -30,7 +30,7 @@ import argparse
 import json
 from typing import Any
 
-from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
+from neuron_explorer.analyzers.core.context import WHOLE_TRACE_STEP, TraceFrames
 from neuron_explorer.analyzers.graph import Edits, whatif
 from neuron_explorer.cli._common import add_trace_argument, open_trace, write_stdout
 from neuron_explorer.trace.errors import AnalysisError

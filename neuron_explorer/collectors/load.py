@@ -24,7 +24,7 @@ def load(path: str | Path, progress: Any = None) -> Trace:
 
         raise raw_capture_error(p)
     if p.is_file() and (name.endswith((".json", ".json.gz", ".gz")) or _looks_like_json(p)):
-        from neuron_explorer.collectors.kineto_json import import_kineto_json
+        from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 
         try:
             return import_kineto_json(p, progress=progress)
@@ -33,7 +33,7 @@ def load(path: str | Path, progress: Any = None) -> Trace:
                 return _import_neuron(p)
             raise
     if p.is_dir():
-        from neuron_explorer.collectors.run_dir import is_json_run, load_run
+        from neuron_explorer.collectors.kineto.run_dir import is_json_run, load_run
 
         if is_json_run(p):  # a run directory of Kineto JSON rank traces
             return load_run(p, progress=progress)

@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from neuron_explorer.collectors import json_depth
+from neuron_explorer.collectors.kineto import json_depth
 from neuron_explorer.trace import carry
 from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.errors import TraceFormatError
@@ -186,7 +186,7 @@ def _write(trace: Trace, path: Path, gz: bool, extra_carry: dict[str, np.ndarray
 
 def _not_reproduced(trace: Trace, written: Path) -> dict[str, np.ndarray]:
     """Column -> rows where importing ``written`` does not give ``trace``'s value back."""
-    from neuron_explorer.collectors.kineto_json import import_kineto_json
+    from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -20,7 +20,7 @@ _ICON = {"error": "🔴", "warning": "🟠", "info": "🔵"}
 
 
 def _pct(v: object) -> str:
-    from neuron_explorer.analyzers.neuron_summary import fmt_pct
+    from neuron_explorer.analyzers.metrics.neuron_summary import fmt_pct
 
     return fmt_pct(float(v)) if isinstance(v, (int, float)) and v == v else "-"
 

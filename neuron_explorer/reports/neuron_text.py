@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from neuron_explorer.analyzers.neuron_summary import fmt_pct, fmt_time
+from neuron_explorer.analyzers.metrics.neuron_summary import fmt_pct, fmt_time
 from neuron_explorer.reports.fit import Column, print_table, printable
 
 ENGINE_COLUMNS = [

@@ -1,6 +1,6 @@
 """The warm-up rule, in one place and without pandas (the TUI's first screen uses it before any
 analysis): a rank's leading steps, at most ``WARMUP_MAX_STEPS``, each over ``WARMUP_FACTOR``
-times the median of the steps after them, are warm-up. ``analyzers.steps.step_table`` applies
+times the median of the steps after them, are warm-up. ``analyzers.metrics.steps.step_table`` applies
 the same rule to whole columns."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import neuron_explorer as ne
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph import Edits, replay_summary
 
 HERE = Path(__file__).resolve().parent

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import neuron_explorer as ne
-from neuron_explorer.analyzers import breakdown, idle, kernels
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
+from neuron_explorer.analyzers.metrics import breakdown, idle, kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "kineto" / "hta"

@@ -160,7 +160,7 @@ def test_rules_needing_a_device_say_what_they_need_on_cpu_traces(analyses):
 
 def _native_capture_available() -> str | None:
     try:
-        import neuron_explorer.collectors.torch_profiler  # noqa: F401
+        import neuron_explorer.collectors.capture.torch_profiler  # noqa: F401
     except ImportError as exc:
         return f"neuron_explorer.profile() not importable: {exc}"
     return None

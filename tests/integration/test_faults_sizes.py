@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from neuron_explorer.collectors.kineto_json import DUPLICATE_EVENTS, STREAM_THRESHOLD
+from neuron_explorer.collectors.kineto.kineto_json import DUPLICATE_EVENTS, STREAM_THRESHOLD
 from tests.integration.faults import cli, one_error_line
 from tests.size_documents import CLEAN, SHAPES, document
 
@@ -114,7 +114,7 @@ def test_metadata_too_large_for_a_parquet_footer_is_left_out_and_the_trace_opens
     import warnings
 
     import neuron_explorer as ne
-    from neuron_explorer.collectors import kineto_json
+    from neuron_explorer.collectors.kineto import kineto_json
 
     monkeypatch.setattr(kineto_json, "METADATA_BYTES", 4096)
     src, out = tmp_path / "doc.json", tmp_path / "doc.parquet"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import neuron_explorer as ne
-from neuron_explorer.collectors.capture_convert import convert_results
-from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.collectors.build.source_map import UserCode
+from neuron_explorer.collectors.capture.capture_convert import convert_results
 
 torch = pytest.importorskip("torch")
 

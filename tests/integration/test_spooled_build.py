@@ -1,4 +1,4 @@
-"""The out-of-core build (``collectors.spooled``) against the in-memory one (``build_trace``).
+"""The out-of-core build (``collectors.kineto.spooled``) against the in-memory one (``build_trace``).
 
 The spooled build computes the links with other methods (SQL joins in DuckDB, a call-tree walk
 streamed batch by batch with the open stack carried between batches) than the in-memory one
@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from neuron_explorer.collectors import kineto_json, spooled
-from neuron_explorer.collectors.nesting import enclosing_spans
-from neuron_explorer.collectors.normalize import nearest_marked_ancestor
+from neuron_explorer.collectors.build.nesting import enclosing_spans
+from neuron_explorer.collectors.build.normalize import nearest_marked_ancestor
+from neuron_explorer.collectors.kineto import kineto_json, spooled
 from neuron_explorer.environment import EnvironmentSettingError
 from neuron_explorer.trace.model import Trace
 from tests.conftest import BUNDLED_TRACES, KINETO, run_cli

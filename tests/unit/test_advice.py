@@ -22,8 +22,8 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
-from neuron_explorer.analyzers.hardware import Hardware
-from neuron_explorer.analyzers.links import peak_for
+from neuron_explorer.analyzers.core.hardware import Hardware
+from neuron_explorer.analyzers.ranks.links import peak_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "kineto"
@@ -327,7 +327,7 @@ if __name__ == "__main__":
 
 
 def test_a_line_holding_all_the_time_is_split_by_module_and_op(tmp_path: Path) -> None:
-    from neuron_explorer.analyzers.context import TraceFrames
+    from neuron_explorer.analyzers.core.context import TraceFrames
     from neuron_explorer.analyzers.rules._evidence import lines_from
     from neuron_explorer.reports.location import Locations
 

@@ -15,7 +15,7 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.rules import all_rules
 from neuron_explorer.trace.model import Trace, conform
 from neuron_explorer.trace.schema import EVENTS_SCHEMA

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import neuron_explorer as ne  # noqa: E402
-from neuron_explorer.collectors.torch_profiler import CaptureWarning  # noqa: E402
+from neuron_explorer.collectors.capture.torch_profiler import CaptureWarning  # noqa: E402
 from neuron_explorer.trace.errors import CollectorError  # noqa: E402
 
 USER_CODE = textwrap.dedent(
@@ -135,7 +135,7 @@ def test_operator_slots_get_their_line_from_the_bytecode(captured):
 
 def test_in_memory_conversion_matches_torchs_own_json_export(tmp_path, monkeypatch):
     """Event for event, with pruning of one-time Python off (it drops Python events torch exports)."""
-    from neuron_explorer.collectors.kineto_json import import_kineto_json
+    from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 
     monkeypatch.setenv("NEURON_EXPLORER_NO_PRUNE", "1")
 
@@ -170,7 +170,7 @@ class _ResultsWithoutActivities:
 
 
 def test_a_torch_without_the_known_records_still_gets_its_trace_through_the_json_export(tmp_path):
-    from neuron_explorer.collectors.capture_convert import convert_results, saved_export
+    from neuron_explorer.collectors.capture.capture_convert import convert_results, saved_export
 
     user, _ = _load_user_module(tmp_path)
     model = torch.nn.Linear(8, 4)
@@ -204,7 +204,7 @@ def test_export_chrome_trace_after_a_fallback_conversion_writes_what_torch_saved
     import gzip
     import json
 
-    from neuron_explorer.collectors import capture_convert
+    from neuron_explorer.collectors.capture import capture_convert
 
     real = capture_convert.results_to_raw
 

@@ -1,5 +1,5 @@
 """A capture on a torch without ``trace_activities()`` (torch 2.11) keeps exact lines: torch's
-JSON export with the event tree's sources put back (``collectors.capture_fallback``).
+JSON export with the event tree's sources put back (``collectors.capture.capture_fallback``).
 
 One real CPU capture is converted both ways, the normal path and the forced fallback (the same
 torch results, their ``trace_activities`` hidden as torch 2.11 lacks it), and compared. The
@@ -59,7 +59,7 @@ CAPTURE = textwrap.dedent(
 
     import torch
 
-    from neuron_explorer.collectors.capture_convert import convert_results, saved_export
+    from neuron_explorer.collectors.capture.capture_convert import convert_results, saved_export
 
     out = Path(sys.argv[1])
 
@@ -119,7 +119,7 @@ CAPTURE = textwrap.dedent(
     convert_results(ResultsWithoutActivities(stepped), meta, step_on="step").write(out / "steps_fallback.parquet")
 
     # the exact-lines mode's markers, read by the walk in both paths
-    from neuron_explorer.collectors.exact_lines import ExactLinesMode
+    from neuron_explorer.collectors.lines.exact_lines import ExactLinesMode
 
     with ExactLinesMode():
         marked = capture()
@@ -222,7 +222,7 @@ def test_the_exact_lines_modes_markers_give_the_same_lines_through_the_fallback(
     """torch 2.11 with ``record --exact-lines``: the markers are read by the walk and dropped as
     rows in the fallback as in the normal path (on the H200 they were kept as ops, and the
     marked lines lost)."""
-    from neuron_explorer.collectors.source_map import MARKER_PREFIX
+    from neuron_explorer.collectors.build.source_map import MARKER_PREFIX
 
     normal, fallback = (ne.load(captured / f"exact_{k}.parquet") for k in ("normal", "fallback"))
     assert "capture_fallback" in fallback.metadata

@@ -22,8 +22,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from neuron_explorer.collectors.capture_tree import FileResolver, walk_tree  # noqa: E402
-from neuron_explorer.collectors.source_map import UserCode  # noqa: E402
+from neuron_explorer.collectors.build.source_map import UserCode  # noqa: E402
+from neuron_explorer.collectors.capture.capture_tree import FileResolver, walk_tree  # noqa: E402
 
 
 class _ExtraFields_Kineto:  # named as torch names the device-side kind

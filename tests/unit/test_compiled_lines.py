@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from neuron_explorer.collectors.compiled_lines import apply_compiled_lines
-from neuron_explorer.collectors.inductor_provenance import (
+from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
+from neuron_explorer.collectors.lines.compiled_lines import apply_compiled_lines
+from neuron_explorer.collectors.lines.inductor_provenance import (
     CompileMaps,
     frames_of,
     op_name_of,
     read_provenance_file,
     split_graphs,
 )
-from neuron_explorer.collectors.kineto_json import import_kineto_json
 from neuron_explorer.trace.errors import TraceFormatError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kineto"

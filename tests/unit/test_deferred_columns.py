@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from neuron_explorer.collectors import deferred
-from neuron_explorer.collectors.deferred import DeferredTrace
+from neuron_explorer.collectors.build import deferred
+from neuron_explorer.collectors.build.deferred import DeferredTrace
 from neuron_explorer.trace import model
 from neuron_explorer.trace.model import Trace, conform
 

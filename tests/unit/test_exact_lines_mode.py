@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import neuron_explorer as ne  # noqa: E402
-from neuron_explorer.collectors.source_map import marker_name, parse_marker  # noqa: E402
+from neuron_explorer.collectors.build.source_map import marker_name, parse_marker  # noqa: E402
 
 USER_CODE = textwrap.dedent(
     """

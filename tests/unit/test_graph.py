@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph import Edits, critical_path_table, replay_summary
 from tests.unit.graph_layout import US, Layout
 

@@ -16,7 +16,7 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph import build_graph, critical_path_table, replay_summary
 from neuron_explorer.analyzers.graph.edges import COLLECTIVE
 from neuron_explorer.analyzers.graph.pricing import device_work

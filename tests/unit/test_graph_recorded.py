@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph import Edits, replay_summary
 
 torch = pytest.importorskip("torch")

@@ -1,5 +1,5 @@
 """Work replayed from a CUDA/HIP graph takes the lines recorded when the graph was captured
-(``collectors.graph_replay``): on the real H200 trace, on the vLLM (MI300) trace whose capture
+(``collectors.build.graph_replay``): on the real H200 trace, on the vLLM (MI300) trace whose capture
 predates it, and on hand-laid layouts (two graphs interleaved, a graph captured before the
 trace, a count or kind mismatch, ambiguous captures, ``graph id``), in both builds."""
 
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import neuron_explorer as ne
-from neuron_explorer.collectors import kineto_json
+from neuron_explorer.collectors.kineto import kineto_json
 from neuron_explorer.trace.model import Trace
 from tests.conftest import KINETO, run_cli
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import neuron_explorer as ne
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph import Edits, critical_path_table, replay_summary
 from tests.conftest import KINETO, NOT_TRACES
 

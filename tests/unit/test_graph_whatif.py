@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph import Edits, critical_path_table, replay_summary
 from neuron_explorer.analyzers.graph.edges import COLLECTIVE, LAUNCH_LATENCY_MAX_NS
 from tests.unit.graph_layout import US, Layout

@@ -11,8 +11,8 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.analyzers.context import TraceFrames
-from neuron_explorer.analyzers.hardware import hardware_of
+from neuron_explorer.analyzers.core.context import TraceFrames
+from neuron_explorer.analyzers.core.hardware import hardware_of
 from neuron_explorer.analyzers.rules.device import reduced_precision_advice
 from neuron_explorer.analyzers.rules.optimizer import optimizer_advice
 from tests.conftest import KINETO, shared_fixture

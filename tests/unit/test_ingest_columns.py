@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import neuron_explorer.collectors.kineto_json as kineto_json
-from neuron_explorer.collectors.kineto_json import import_kineto_json
+import neuron_explorer.collectors.kineto.kineto_json as kineto_json
+from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 from neuron_explorer.trace.arrow import (
     dict_parts,
     dictionary_array,

@@ -136,7 +136,7 @@ def _events_in(path: Path) -> int:
 
 
 def test_deep_args_are_kept_byte_for_byte_and_streamed_decoding_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
-    import neuron_explorer.collectors.kineto_json as kineto_json
+    import neuron_explorer.collectors.kineto.kineto_json as kineto_json
 
     path = KINETO / "args_nested_20000_deep.json.gz"
     raw = gzip.decompress(path.read_bytes())
@@ -245,7 +245,7 @@ def test_the_real_command_line_gives_one_line_and_exit_3_or_a_warning(name: str,
 
 @pytest.mark.parametrize("name", sorted(n for n, e in KINETO_CASES.items() if not isinstance(e, str)))
 def test_streamed_decoding_makes_the_same_repairs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import neuron_explorer.collectors.kineto_json as kineto_json
+    import neuron_explorer.collectors.kineto.kineto_json as kineto_json
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 import neuron_explorer as ne
-import neuron_explorer.collectors.kineto_json as kineto_json
+import neuron_explorer.collectors.kineto.kineto_json as kineto_json
 from neuron_explorer.reports.chrome_trace import write_chrome_trace
 from tests._kineto_reference import category_counts, read_json
 from tests.conftest import BUNDLED_TRACES, KINETO, all_shared_traces, shared_fixture

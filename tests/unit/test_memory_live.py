@@ -21,8 +21,8 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
-from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import at_peak_view
+from neuron_explorer.analyzers.metrics.memory import NO_MEMORY_EVENTS
 from neuron_explorer.trace.model import Trace
 from tests.conftest import KINETO, shared_fixture
 from tests.planted import memory_leak as leak_script

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuron_explorer.collectors.nesting import enclosing_spans
+from neuron_explorer.collectors.build.nesting import enclosing_spans
 
 
 def stack_walk(start: list[int], end: list[int], is_span: list[bool], new_group: list[bool]) -> list[int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_explorer.collectors.kineto_json import import_kineto_json
+from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 from neuron_explorer.collectors.neuron import NeuronProfileWarning, join_device_profile, join_inspect_output_dir, synth
 from neuron_explorer.trace.errors import CollectorError
 

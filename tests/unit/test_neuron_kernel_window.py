@@ -18,7 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.analyzers.neuron_summary import engine_table, neuron_overview, neuron_verdict, summary_table
+from neuron_explorer.analyzers.metrics.neuron_summary import (
+    engine_table,
+    neuron_overview,
+    neuron_verdict,
+    summary_table,
+)
 from neuron_explorer.collectors.load import load
 from neuron_explorer.collectors.neuron import import_neuron_profile, read_device_profile
 from neuron_explorer.collectors.neuron.synth.matmul import MatmulSpec, write_matmul_json

@@ -403,7 +403,7 @@ def test_tables_and_fields_not_imported_are_listed(raw, trace, tmp_path: Path) -
 
 
 def test_the_step_time_breakdown_covers_the_profiled_window(raw, trace) -> None:
-    from neuron_explorer.analyzers.context import PROFILE_WINDOW_CATEGORY
+    from neuron_explorer.analyzers.core.context import PROFILE_WINDOW_CATEGORY
     from neuron_explorer.collectors.neuron.events import CAT_WINDOW
 
     assert CAT_WINDOW == PROFILE_WINDOW_CATEGORY  # the importer and the analyzers agree

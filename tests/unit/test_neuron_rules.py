@@ -96,7 +96,7 @@ def test_transpose_heavy_matmuls_are_reported(tmp_path: Path) -> None:
 
 
 def test_rules_skip_a_trace_without_neuron_profile(tmp_path: Path) -> None:
-    from neuron_explorer.collectors.kineto_json import import_kineto_json
+    from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 
     synth.write_framework_trace(tmp_path / "fw.json")
     a = analyze(import_kineto_json(tmp_path / "fw.json"), rules=list(NEURON_RULES))

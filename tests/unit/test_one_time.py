@@ -1,4 +1,4 @@
-"""One-time work (analyzers/one_time.py): told apart from the steady state by name and position,
+"""One-time work (analyzers/attribution/one_time.py): told apart from the steady state by name and position,
 its own attribution category, its own verdict, and no steady-state warnings for it.
 
 Every figure is recomputed from the raw events (the JSON, or the hand-laid rows) by a sweep
@@ -18,7 +18,7 @@ import pytest
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.analyzers.attribution import one_time_by_kind
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.finding import SEVERITY_RANK
 from tests._kineto_reference import read_json
 from tests.unit.graph_layout import Layout

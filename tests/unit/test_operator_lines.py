@@ -1,5 +1,5 @@
 """Operator syntax (``a @ b``, ``x[i]``, ``a + b``) placed on its line from bytecode
-(collectors.operator_lines), checked on real captures of real code.
+(collectors.lines.operator_lines), checked on real captures of real code.
 
 The ground truth is the exact-lines mode (``profile(exact_lines=True)``), which marks each
 torch call with its calling line at run time: every op the bytecode places on a line must be
@@ -23,8 +23,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import neuron_explorer as ne  # noqa: E402
-from neuron_explorer.collectors.bytecode_flow import _method_call  # noqa: E402
-from neuron_explorer.collectors.operator_lines import OperatorLines  # noqa: E402
+from neuron_explorer.collectors.lines.bytecode_flow import _method_call  # noqa: E402
+from neuron_explorer.collectors.lines.operator_lines import OperatorLines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -280,8 +280,8 @@ def test_conversion_cost_of_placing_operator_lines_is_small(tmp_path):
     ops, the worst case: every op is operator syntax): the placing costs a bounded share."""
     import time
 
-    from neuron_explorer.collectors.capture_tree import FileResolver, walk_tree
-    from neuron_explorer.collectors.source_map import UserCode
+    from neuron_explorer.collectors.build.source_map import UserCode
+    from neuron_explorer.collectors.capture.capture_tree import FileResolver, walk_tree
 
     user, _ = _load(tmp_path, "cost")
     a, v = torch.randn(6, 4), torch.randn(4)

@@ -21,8 +21,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from neuron_explorer.collectors import operator_lines  # noqa: E402
-from neuron_explorer.collectors.operator_lines import C_CALL, KNOWN_OPS, PY_CALL, PY_SPECIAL, OperatorLines, anchor  # noqa: E402
+from neuron_explorer.collectors.lines import operator_lines  # noqa: E402
+from neuron_explorer.collectors.lines.operator_lines import (  # noqa: E402
+    C_CALL,
+    KNOWN_OPS,
+    PY_CALL,
+    PY_SPECIAL,
+    OperatorLines,
+    anchor,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ("bytecode_ops", "bytecode_flow", "operator_lines")
@@ -51,7 +58,7 @@ OTHERS = _other_pythons()
 REPLAY = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from neuron_explorer.collectors.operator_lines import OperatorLines
+from neuron_explorer.collectors.lines.operator_lines import OperatorLines
 frames = json.load(open(sys.argv[2]))
 ol = OperatorLines()
 out = []
@@ -110,9 +117,9 @@ def test_other_pythons_place_the_same_tokens_on_the_same_lines(tmp_path):
     ]
     assert here.stats["exact"] > 3000
     (tmp_path / "frames.json").write_text(json.dumps(frames))
-    pkg = tmp_path / "pkg" / "neuron_explorer" / "collectors"
+    pkg = tmp_path / "pkg" / "neuron_explorer" / "collectors" / "lines"
     pkg.mkdir(parents=True)
-    for init in (pkg / "__init__.py", pkg.parent / "__init__.py"):
+    for init in (pkg / "__init__.py", pkg.parent / "__init__.py", pkg.parent.parent / "__init__.py"):
         init.write_text("")
     for name in MODULES:
         shutil.copy(Path(operator_lines.__file__).with_name(f"{name}.py"), pkg / f"{name}.py")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import neuron_explorer.collectors.kineto_json as kineto_json
-import neuron_explorer.collectors.parallel_decode as parallel_decode
-from neuron_explorer.collectors.kineto_json import import_kineto_json
+import neuron_explorer.collectors.kineto.kineto_json as kineto_json
+import neuron_explorer.collectors.kineto.parallel_decode as parallel_decode
+from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 from neuron_explorer.trace.errors import TraceFormatError
 
 

@@ -344,7 +344,7 @@ def test_efficient_attention_backward_counts_no_recompute_as_tracelens():
 
 
 def test_concrete_inputs_are_read_from_the_file_when_analyze_loaded_only_its_columns(tmp_path):
-    from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
+    from neuron_explorer.analyzers.core.context import ANALYSIS_COLUMNS
     from neuron_explorer.trace.model import Trace
 
     q = [2, 8, 256, 64]
@@ -369,7 +369,7 @@ def test_concrete_inputs_are_read_from_the_file_when_analyze_loaded_only_its_col
 
 
 def test_a_run_directory_reads_the_concrete_inputs_of_every_rank(tmp_path):
-    from neuron_explorer.analyzers.context import ANALYSIS_COLUMNS
+    from neuron_explorer.analyzers.core.context import ANALYSIS_COLUMNS
     from neuron_explorer.trace.model import Trace
 
     q = [1, 4, 128, 64]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.analyzers.context import TraceFrames
-from neuron_explorer.analyzers.queued import queue_waits
+from neuron_explorer.analyzers.attribution.queued import queue_waits
+from neuron_explorer.analyzers.core.context import TraceFrames
 from tests.unit.graph_layout import Layout
 
 STEP_US = 100_000

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import neuron_explorer as ne
-from neuron_explorer.analyzers.run_ranks import run_tables
+from neuron_explorer.analyzers.ranks.run_ranks import run_tables
 from neuron_explorer.cli import main
-from neuron_explorer.collectors.run_dir import convert_run
+from neuron_explorer.collectors.kineto.run_dir import convert_run
 from neuron_explorer.parallel import Executor, ExecutorError, PoolExecutor, make_executor
 from neuron_explorer.trace.errors import TraceFormatError
 

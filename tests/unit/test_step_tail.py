@@ -10,7 +10,7 @@ import numpy as np
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers import analyze
-from neuron_explorer.collectors.step_tail import trailing_partial_step
+from neuron_explorer.collectors.build.step_tail import trailing_partial_step
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "kineto"
 

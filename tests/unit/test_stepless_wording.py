@@ -10,7 +10,7 @@ import pytest
 
 import neuron_explorer as ne
 from neuron_explorer.analyzers.analysis import analyze
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from tests._fuzz import ROOT
 
 HTA = ROOT / "tests/data/kineto/hta"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from neuron_explorer.analyzers.rules._evidence import is_user_file
-from neuron_explorer.collectors.source_map import UserCode
+from neuron_explorer.collectors.build.source_map import UserCode
 from neuron_explorer.trace.frames import path_origin
 
 LIBRARY = [

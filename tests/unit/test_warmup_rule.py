@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from neuron_explorer.analyzers.steps import step_summary, step_table
+from neuron_explorer.analyzers.metrics.steps import step_summary, step_table
 from neuron_explorer.trace.warmup import steady_durations, warmup_count
 
 

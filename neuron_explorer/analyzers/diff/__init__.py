@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.analysis import _jsonable, analyze, records
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.diff.comparable import Comparability, check, job_of
 from neuron_explorer.analyzers.diff.compare import attach_lines, compare_items, compare_lines, compare_metrics
 from neuron_explorer.analyzers.diff.lines import ReadLines

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.perf.devices import device_names
 
 #: How many of the heaviest op shapes describe a run's batch shapes.

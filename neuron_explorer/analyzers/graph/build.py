@@ -29,12 +29,12 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import DATALOADER, blocking_calls
-from neuron_explorer.analyzers.context import TraceFrames, group_codes, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames, group_codes, lookup, name_mask, ukey
 from neuron_explorer.analyzers.graph.edges import _NEG, COLLECTIVE, HANDOFF, SYNC, cross_edges
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.schema import Kind
 
-#: node categories (the attribution's, ``analyzers/attribution.py``), as ``nodes["cat"]`` codes
+#: node categories (the attribution's, ``analyzers/attribution/__init__.py``), as ``nodes["cat"]`` codes
 CATEGORIES = (
     "compute",
     "communication",

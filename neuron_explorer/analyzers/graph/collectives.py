@@ -2,7 +2,7 @@
 
 An NCCL-style kernel starts when its rank reaches the collective (its *arrival*) and spins
 until every peer has arrived; then the transfer runs. In a trace holding several ranks (a run
-directory), each collective kernel that ``analyzers/ranks.py`` matches to an instance held by
+directory), each collective kernel that ``analyzers/ranks/__init__.py`` matches to an instance held by
 two or more ranks (same process group, step and order in the step) becomes, on its stream:
 
 - an **arrival** node (zero length) where the kernel starts: it takes the kernel's incoming
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames, lookup, ukey
 from neuron_explorer.analyzers.graph.edges import COLLECTIVE, LAUNCH, STREAM_WAIT, edge_table
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP, TraceFrames
+from neuron_explorer.analyzers.core.context import WHOLE_TRACE_STEP, TraceFrames
 from neuron_explorer.analyzers.graph.build import (
     CATEGORIES,
     DEVICE,
@@ -246,10 +246,10 @@ def _baseline_paths(frames: TraceFrames) -> tuple[pd.DataFrame, list]:  # type: 
 
 
 def one_time_nodes(graph: Graph, frames: TraceFrames) -> np.ndarray:
-    """Per node: True when its event starts inside one-time work (``analyzers.one_time``: a
+    """Per node: True when its event starts inside one-time work (``analyzers.attribution.one_time``: a
     compile, graph-capture or init span, or a warm-up step). Its pieces on a critical path are
     shown as ``one_time``, not as the compute or host time they would be in the steady state."""
-    from neuron_explorer.analyzers.one_time import in_one_time
+    from neuron_explorer.analyzers.attribution.one_time import in_one_time
 
     nodes = graph.nodes
     real = np.isin(nodes["node_kind"].to_numpy(), (SEGMENT, DEVICE))

@@ -15,7 +15,7 @@
   stream after the ``cudaStreamWaitEvent``.
 - ``thread_handoff``: a long host segment of one thread waits for work it handed to another
   thread of its rank (``loss.backward()`` and the autograd engine's thread).
-- ``collective``: across ranks, a matched collective instance (``analyzers/ranks.py``) cannot
+- ``collective``: across ranks, a matched collective instance (``analyzers/ranks/__init__.py``) cannot
   transfer before its last rank arrives (``graph/collectives.py`` adds these).
 """
 
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import blocking_calls
-from neuron_explorer.analyzers.context import TraceFrames, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames, lookup, name_mask, ukey
 from neuron_explorer.trace.schema import Kind
 
 #: A device event starting up to this long after its launch call began is launch latency

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from neuron_explorer.analyzers.context import ukey
+from neuron_explorer.analyzers.core.context import ukey
 from neuron_explorer.trace.errors import AnalysisError
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph.build import Graph, build_graph
 from neuron_explorer.analyzers.graph.critical import BASELINE_TOLERANCE_PCT, _windows
 from neuron_explorer.analyzers.graph.edits import Edits

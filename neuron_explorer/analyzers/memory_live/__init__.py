@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.memory_live.blocks import memory_events, pair_blocks, replay_check
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_table
 from neuron_explorer.analyzers.memory_live.peaks import (

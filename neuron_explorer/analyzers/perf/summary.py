@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import TraceFrames
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.perf import devices
 from neuron_explorer.analyzers.perf.devices import DeviceSpec
 from neuron_explorer.analyzers.perf.op_perf import op_perf

@@ -17,7 +17,7 @@ from neuron_explorer.analyzers.rules.registry import RULES, Rule, RuleContext, R
 
 if TYPE_CHECKING:
     from neuron_explorer.analyzers.analysis import Analysis
-    from neuron_explorer.analyzers.context import TraceFrames
+    from neuron_explorer.analyzers.core.context import TraceFrames
 
 __all__ = ["RULES", "Rule", "RuleContext", "RuleSkipped", "all_rules", "rule", "run_rules"]
 
@@ -74,8 +74,8 @@ def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> l
     wall time (the step windows the attribution splits, or the whole trace without steps) less
     its one-time work, which only a finding billing one-time work is held against; saying so in
     its message."""
+    from neuron_explorer.analyzers.attribution.one_time import only_one_time
     from neuron_explorer.analyzers.ledger import RULE_CATEGORY
-    from neuron_explorer.analyzers.one_time import only_one_time
     from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns
 
     if not r.cost_is_time:

@@ -4,9 +4,9 @@ fixes only on a trace that trains. Every API is spelled as it is called."""
 
 from __future__ import annotations
 
-from neuron_explorer.analyzers.context import TraceFrames, name_mask
-from neuron_explorer.analyzers.hardware import Hardware
-from neuron_explorer.analyzers.run_kind import RunKind
+from neuron_explorer.analyzers.core.context import TraceFrames, name_mask
+from neuron_explorer.analyzers.core.hardware import Hardware
+from neuron_explorer.analyzers.core.run_kind import RunKind
 
 
 def compile_advice(hw: Hardware, compiled: bool = False) -> str:

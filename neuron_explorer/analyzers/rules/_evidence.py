@@ -214,7 +214,7 @@ def ms(ns: float) -> str:
 
 
 def category_ns(a: Analysis, category: str) -> int:
-    """Total ns of one step-time attribution category (analyzers/attribution.py)."""
+    """Total ns of one step-time attribution category (analyzers/attribution/__init__.py)."""
     at = a.attribution
     return int(at[f"{category}_ns"].sum()) if len(at) else 0
 
@@ -253,7 +253,7 @@ def threshold_of(ctx: Any, rule_id: str, name: str) -> float:
 
 def calls_in_steps(ctx: Any, calls: pd.DataFrame) -> np.ndarray:
     """Per row of ``calls``: True when it starts inside a step window of its rank."""
-    from neuron_explorer.analyzers.intervals import clip_to_windows
+    from neuron_explorer.analyzers.core.intervals import clip_to_windows
 
     w = ctx.frames.step_windows
     s = calls["start_ns"].to_numpy()

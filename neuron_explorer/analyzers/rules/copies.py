@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import name_mask, ukey
+from neuron_explorer.analyzers.attribution.one_time import in_one_time
+from neuron_explorer.analyzers.core.context import name_mask, ukey
+from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.intervals import clip_to_windows, union_length
-from neuron_explorer.analyzers.one_time import in_one_time
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.graph.edits import Edits
-from neuron_explorer.analyzers.links import instance_type, peak_for
+from neuron_explorer.analyzers.ranks.links import instance_type, peak_for
 from neuron_explorer.analyzers.rules._evidence import lines_from, ms, ranges
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_ns, blocking_calls
-from neuron_explorer.analyzers.context import name_mask
+from neuron_explorer.analyzers.attribution.one_time import in_one_time
+from neuron_explorer.analyzers.core.context import name_mask
+from neuron_explorer.analyzers.core.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
-from neuron_explorer.analyzers.one_time import in_one_time
+from neuron_explorer.analyzers.metrics.source_lines import attributed_files, is_user_frame_file
 from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._advice import compile_advice, compiled_in_trace
 from neuron_explorer.analyzers.rules._evidence import (
@@ -33,7 +34,6 @@ from neuron_explorer.analyzers.rules._evidence import (
 from neuron_explorer.analyzers.rules._evidence import per_step as per_step_txt
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains, tiny_op_stats, tiny_ops_explain
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
-from neuron_explorer.analyzers.source_lines import attributed_files, is_user_frame_file
 from neuron_explorer.trace.frames import parse_python_frame
 from neuron_explorer.trace.schema import Kind
 

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP
+from neuron_explorer.analyzers.core.context import WHOLE_TRACE_STEP
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.ledger import HOST_WORK
-from neuron_explorer.analyzers.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.memory_live import LiveMemory, retained_by_line
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
+from neuron_explorer.analyzers.metrics.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.rules._evidence import user_mask
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.units import format_quantity

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.neuron_summary import fmt_pct
+from neuron_explorer.analyzers.metrics.neuron_summary import fmt_pct
 from neuron_explorer.analyzers.rules._neuron_common import (
     covered,
     devices,

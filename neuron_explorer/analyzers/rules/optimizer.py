@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import exposed_ns
-from neuron_explorer.analyzers.context import name_mask, ukey
+from neuron_explorer.analyzers.core.context import name_mask, ukey
+from neuron_explorer.analyzers.core.hardware import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS, Hardware
+from neuron_explorer.analyzers.core.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.hardware import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS, Hardware
-from neuron_explorer.analyzers.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.rules._evidence import lines_from, ms, threshold_of
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.schema import Kind

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_explorer.analyzers.core.hardware import Hardware
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.hardware import Hardware
 from neuron_explorer.analyzers.perf.causes import attention_parts, explain
 from neuron_explorer.analyzers.perf.devices import DeviceSpec, lookup, spec_from_dict
 from neuron_explorer.analyzers.perf.shapes import short_dtypes, short_shapes

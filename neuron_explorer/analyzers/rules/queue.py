@@ -1,4 +1,4 @@
-"""Queue rules: the device idle while launched work waits on a dependency (``analyzers/queued.py``)."""
+"""Queue rules: the device idle while launched work waits on a dependency (``analyzers/attribution/queued.py``)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import blocking_calls
-from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.queued import (
+from neuron_explorer.analyzers.attribution.queued import (
     WAIT_LABELS,
     clock_skewed_ranks,
     queue_wait_totals,
     queue_waits,
     under_spans_ns,
 )
+from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 

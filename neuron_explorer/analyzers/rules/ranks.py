@@ -1,7 +1,7 @@
 """Cross-rank rules: the culprit rank of the collectives, slow collectives, load imbalance.
 
-They read the cross-rank tables of ``analyzers/ranks.py`` (``Analysis.collectives``,
-``collective_ranks``, ``rank_steps``) and ``analyzers/culprit.py``; see docs/rules.md, "Ranks".
+They read the cross-rank tables of ``analyzers/ranks/__init__.py`` (``Analysis.collectives``,
+``collective_ranks``, ``rank_steps``) and ``analyzers/ranks/culprit.py``; see docs/rules.md, "Ranks".
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from neuron_explorer.analyzers.culprit import late_work, matched, wait_by_rank
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.links import instance_type, peak_for
+from neuron_explorer.analyzers.ranks.culprit import late_work, matched, wait_by_rank
+from neuron_explorer.analyzers.ranks.links import instance_type, peak_for
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -117,7 +117,7 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
     """Collectives of at least ``min_bytes`` whose bus bandwidth (NCCL's convention, on the last
     rank to arrive: a transfer with no waiting) is below ``max_pct_of_peak`` of the link's peak
     ``peak_busbw_gbps``. Without that threshold the peak comes from the link table
-    (``analyzers/links.py``): the intra-node link of the device model when the group fits in one
+    (``analyzers/ranks/links.py``): the intra-node link of the device model when the group fits in one
     node, else the network's (from the instance type); skipped when neither is known."""
     peak = ctx.threshold("peak_busbw_gbps")
     c = ctx.analysis.collectives

@@ -20,7 +20,7 @@ from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
     from neuron_explorer.analyzers.analysis import Analysis
-    from neuron_explorer.analyzers.context import TraceFrames
+    from neuron_explorer.analyzers.core.context import TraceFrames
 
 
 class RuleSkipped(Exception):

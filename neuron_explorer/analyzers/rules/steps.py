@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import one_time_by_kind
-from neuron_explorer.analyzers.context import WHOLE_TRACE_STEP
+from neuron_explorer.analyzers.attribution.one_time import KIND_LABELS, one_time_spans
+from neuron_explorer.analyzers.core.context import WHOLE_TRACE_STEP
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.one_time import KIND_LABELS, one_time_spans
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.compile import compile_events
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
@@ -85,7 +85,7 @@ def step_variance(ctx: RuleContext) -> list[Finding]:
     severity="info",
 )
 def warmup_cost(ctx: RuleContext) -> list[Finding]:
-    """One-time work (the ``one_time`` category, ``analyzers.one_time``: compilation, graph
+    """One-time work (the ``one_time`` category, ``analyzers.attribution.one_time``: compilation, graph
     capture and instantiation, initialization calls, warm-up steps) costs more than ``min_pct``
     of the traced time and ``min_extra_ns``. Cost: that work, less what each warm-up step would
     have taken as a steady step (the steady median): the extra the run pays once."""

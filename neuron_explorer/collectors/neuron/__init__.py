@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from neuron_explorer.collectors.build.normalize import RawEvents, build_trace
 from neuron_explorer.collectors.neuron.align import Alignment, align
 from neuron_explorer.collectors.neuron.events import empty_rows, profile_rows
 from neuron_explorer.collectors.neuron.frames import MAX_TIME_NS
@@ -36,7 +37,6 @@ from neuron_explorer.collectors.neuron.legacy_json import (
 from neuron_explorer.collectors.neuron.metadata import profile_metadata, trace_metadata
 from neuron_explorer.collectors.neuron.model import DeviceProfile, NeuronProfileWarning
 from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export, read_parquet_export
-from neuron_explorer.collectors.normalize import RawEvents, build_trace
 from neuron_explorer.trace.errors import CollectorError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.repairs import DROPPED, Repairs

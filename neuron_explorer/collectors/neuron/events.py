@@ -4,7 +4,7 @@ Instructions become ``kernel`` events on their engine's queue (Tensor 0, Vector 
 GpSimd 3, Sync 4), DMA transfers ``memcpy`` events on their DMA queue (100+) with bytes and
 direction, collective operations (and DMAs flagged as collective traffic) ``collective`` events
 (900+); system-profile runtime calls become host ``runtime`` events. Everything goes through
-``collectors.normalize.build_trace``.
+``collectors.build.normalize.build_trace``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from neuron_explorer.collectors.build.normalize import RawEvents
 from neuron_explorer.collectors.neuron.align import Alignment
 from neuron_explorer.collectors.neuron.model import (
     CC_STREAM_BASE,
@@ -24,7 +25,6 @@ from neuron_explorer.collectors.neuron.model import (
     PCORE_STRIDE,
     DeviceProfile,
 )
-from neuron_explorer.collectors.normalize import RawEvents
 from neuron_explorer.trace.schema import Kind, Precision
 
 CAT_INSTRUCTION = "neuron_kernel"

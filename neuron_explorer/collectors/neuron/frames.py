@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from neuron_explorer.collectors.build.source_map import UserCode
 from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_engine
-from neuron_explorer.collectors.source_map import UserCode
 
 _MEMORY_TOKENS = {"SB": "SBUF", "SBUF": "SBUF", "STATEBUFFER": "SBUF", "PSUM": "PSUM", "HOST": "HOST"}
 #: Memory names that say nothing about where the data is: they stay unknown (null).

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer import __version__
-from neuron_explorer.analyzers.context import ukey
+from neuron_explorer.analyzers.core.context import ukey
 from neuron_explorer.reports.fixes import fixes_line
 from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
@@ -361,7 +361,7 @@ def op_perf_rows(op_perf: pd.DataFrame | None) -> pd.DataFrame | None:
 
 def rank_rows(analysis: Analysis) -> pd.DataFrame | None:
     """``culprit.rank_summary`` of a multi-rank trace (None for one rank)."""
-    from neuron_explorer.analyzers.culprit import rank_summary, wait_by_rank
+    from neuron_explorer.analyzers.ranks.culprit import rank_summary, wait_by_rank
 
     rs = analysis.rank_steps
     if rs is None or not len(rs):

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neuron_explorer.analyzers.context import ukey
+from neuron_explorer.analyzers.core.context import ukey
 from neuron_explorer.reports.colors import kind_color
 from neuron_explorer.reports.html.timeline_events import nesting_depth, step_entry
 from neuron_explorer.reports.location import Locations

@@ -224,7 +224,7 @@ def neuron_engines_renderable(analysis: Analysis) -> Table | None:
     engines = getattr(analysis, "neuron_engines", None)
     if engines is None or not len(engines):
         return None
-    from neuron_explorer.analyzers.neuron_summary import fmt_pct
+    from neuron_explorer.analyzers.metrics.neuron_summary import fmt_pct
 
     def pct(v: object) -> str:
         return fmt_pct(float(v)) if isinstance(v, (int, float)) and v == v else "-"
@@ -290,7 +290,7 @@ def memory_renderable(analysis: Analysis, top: int = 5) -> Group | None:
 
 def ranks_renderable(analysis: Analysis, top: int = TOP_RANKS) -> Table | None:
     """The per-rank table of a multi-rank trace (``culprit.rank_summary``), None for one rank."""
-    from neuron_explorer.analyzers.culprit import rank_summary, wait_by_rank
+    from neuron_explorer.analyzers.ranks.culprit import rank_summary, wait_by_rank
 
     rs = analysis.rank_steps
     if rs is None or not len(rs):
