@@ -1,14 +1,16 @@
 """Neuron Explorer: a torch.profiler extension and bottleneck analyzer for every accelerator.
 
 Public API: ``profile()`` (capture, needs torch), ``load()`` (read any trace), ``Trace``.
+
+The face stands above everything it exports: it imports ``collectors/``, ``trace/`` and
+``version``, and no module of the package imports it (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from neuron_explorer.collectors.load import load
 from neuron_explorer.trace import Trace
+from neuron_explorer.version import __version__
 
 __all__ = ["Trace", "__version__", "load", "profile"]
 

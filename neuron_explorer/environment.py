@@ -175,6 +175,8 @@ def memory_budget() -> int | str | None:
 
 
 def exclude_patterns() -> tuple[str, ...]:
+    """Extra library patterns from ``NEURON_EXPLORER_EXCLUDE`` (``os.pathsep``-separated): the
+    user-code policy of the builder, the source-line tables and the reports add them to their own."""
     return value(EXCLUDE) or ()
 
 

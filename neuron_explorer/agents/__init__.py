@@ -4,6 +4,9 @@
 answers the tools give, ``tables`` the tables SQL sees and their self-description, ``sql`` the
 locked-down DuckDB, ``source`` which source files may be shown, and ``server`` the MCP wiring
 (``neuron-explorer mcp``). The ``mcp`` SDK is imported only by ``server``.
+
+Imports ``reports/``, ``analyzers/``, ``collectors/`` and ``trace/``; never ``tui/`` or
+``cli/`` (``cli/mcp`` starts the server).
 """
 
 from __future__ import annotations

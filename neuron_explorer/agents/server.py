@@ -24,7 +24,6 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from neuron_explorer import __version__
 from neuron_explorer.agents import views
 from neuron_explorer.agents.budget import (
     DEFAULT_MAX_CHARS,
@@ -41,6 +40,7 @@ from neuron_explorer.agents.sql import DEFAULT_TIMEOUT_S, MAX_ROWS, SqlSandbox
 from neuron_explorer.agents.tables import describe_tables, events_table, metrics_tables
 from neuron_explorer.agents.tools import TOOLS
 from neuron_explorer.trace.errors import NeuronExplorerError
+from neuron_explorer.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 

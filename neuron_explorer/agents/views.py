@@ -32,7 +32,7 @@ class ToolInputError(NeuronExplorerError):
 
 def records(df: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows as JSON-able dicts, with the analyzers' own conversion (NaN -> null, numpy -> Python)."""
-    from neuron_explorer.analyzers.analysis import records as analysis_records
+    from neuron_explorer.analyzers.result import records as analysis_records
 
     return analysis_records(df, limit)
 

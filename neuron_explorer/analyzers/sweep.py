@@ -156,7 +156,7 @@ def trace_row(path: Path, trace: Any) -> dict[str, Any]:
         if len(rows) > 1:
             row["neuron_cores"] = len(rows)
         return row
-    from neuron_explorer.analyzers import analyze
+    from neuron_explorer.analyzers.analysis import analyze
     from neuron_explorer.trace.summary import describe
 
     a = analyze(trace, rules=[])

@@ -5,6 +5,9 @@ docstring is its ``--help`` text (first line: the summary). Library code raises
 ``NeuronExplorerError``; only ``main`` turns errors into one line on stderr and an exit code.
 AWS's ``neuron-explorer`` subcommands (``view``, ``capture``, ...) are handed to AWS's binary
 (``cli.aws``).
+
+The top layer: it may import every package below it. A command that runs other commands
+(``demo``) is given this dispatcher as ``args.run_command`` rather than importing it back.
 """
 
 from __future__ import annotations
@@ -18,12 +21,34 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import IO
 
-from neuron_explorer import __version__, environment
+from neuron_explorer import environment
 from neuron_explorer.cli import signals
 from neuron_explorer.cli.aws import aws_command
+from neuron_explorer.cli.exit_codes import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+)
 from neuron_explorer.trace.atomic import remove_temporaries
 from neuron_explorer.trace.errors import NeuronExplorerError
-from neuron_explorer.trace.paths import printable
+from neuron_explorer.trace.printable import printable
+from neuron_explorer.version import __version__
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FINDINGS",
+    "EXIT_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "entry_point",
+    "main",
+]
 
 #: Subcommand name -> (module implementing it, one-line summary), in ``--help`` order. The
 #: summary is the module docstring's first line (a test keeps them equal); it is repeated here
@@ -83,15 +108,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run the main job: profile the bundled example, analyze it and write the HTML report.",
     ),
 }
-
-EXIT_OK = 0
-EXIT_FINDINGS = 1  # analyze --fail-on matched; diff --fail-on-regression found one
-EXIT_USAGE = 2
-EXIT_INPUT = 3  # a bad or missing input file
-EXIT_INTERRUPTED = 130
-#: The reader of our output went away (``analyze ... | head``): 128 + SIGPIPE, the status a shell
-#: reports for ``cat`` in the same place; nothing is printed.
-EXIT_BROKEN_PIPE = 141
 
 
 def _load(module: str) -> ModuleType | None:
@@ -170,7 +186,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             formatter_class=_HelpFormatter,
         )
         module.prepare_parser(p)
-        p.set_defaults(_run=module.run)
+        # run_command: the dispatcher itself, for a command that runs others (demo), which
+        # then needs no import of this module (the registry names it: that would be a circle)
+        p.set_defaults(_run=module.run, run_command=main)
     return parser
 
 

@@ -33,7 +33,7 @@ from neuron_explorer.cli.memory_check import check_fits
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.atomic import atomic_path, check_output
 from neuron_explorer.trace.errors import AnalysisError, TraceFormatError
-from neuron_explorer.trace.paths import printable
+from neuron_explorer.trace.printable import printable
 
 EXIT_FINDINGS = 1
 

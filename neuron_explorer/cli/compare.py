@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from neuron_explorer.trace.atomic import atomic_path
-from neuron_explorer.trace.paths import printable
+from neuron_explorer.trace.printable import printable
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

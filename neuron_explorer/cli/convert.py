@@ -28,7 +28,8 @@ from neuron_explorer.collectors.kineto.kineto_json import import_kineto_json
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.atomic import check_output
 from neuron_explorer.trace.errors import TraceFormatError
-from neuron_explorer.trace.paths import printable, require_input
+from neuron_explorer.trace.paths import require_input
+from neuron_explorer.trace.printable import printable
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

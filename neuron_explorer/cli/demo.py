@@ -14,8 +14,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from neuron_explorer.cli import EXIT_BROKEN_PIPE
-from neuron_explorer.cli import main as cli_main
+from neuron_explorer.cli.exit_codes import EXIT_BROKEN_PIPE
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -30,9 +29,9 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _step(title: str, argv: list[str]) -> int:
+def _step(args: argparse.Namespace, title: str, argv: list[str]) -> int:
     print(f"\n$ neuron-explorer {' '.join(argv)}", file=sys.stderr, flush=True)
-    code = cli_main(argv)
+    code = args.run_command(argv)  # the dispatcher (cli.main), as if the user had typed it
     # 1 = findings above --fail-on, not a failure of the job; a closed output pipe ends the
     # demo quietly (the callers return any other code at once)
     if code not in (0, 1, EXIT_BROKEN_PIPE):
@@ -51,21 +50,21 @@ def run(args: argparse.Namespace) -> int:
     trace = out / "trace.parquet"
     example = EXAMPLES / "train_mlp.py"
     if _has("torch") and _has("neuron_explorer.cli.record") and example.exists():
-        code = _step("record", ["record", "-o", str(trace), str(example)])
+        code = _step(args, "record", ["record", "-o", str(trace), str(example)])
     else:
         # Capture needs torch; without it, the job runs on a bundled CPU trace.
-        code = _step("convert", ["convert", str(EXAMPLES / "sample_cpu_trace.json"), "-o", str(trace)])
+        code = _step(args, "convert", ["convert", str(EXAMPLES / "sample_cpu_trace.json"), "-o", str(trace)])
     if code != 0:
         return code
-    code = _step("info", ["info", str(trace)])
+    code = _step(args, "info", ["info", str(trace)])
     if code != 0:
         return code
     if _has("neuron_explorer.cli.analyze"):
-        code = _step("analyze", ["analyze", str(trace)])
+        code = _step(args, "analyze", ["analyze", str(trace)])
         if code not in (0, 1):
             return code
     if _has("neuron_explorer.cli.report"):
-        code = _step("report", ["report", str(trace), "-o", str(out / "report.html")])
+        code = _step(args, "report", ["report", str(trace), "-o", str(out / "report.html")])
         if code != 0:
             return code
     print(

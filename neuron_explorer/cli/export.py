@@ -14,7 +14,7 @@ import sys
 from neuron_explorer.cli._common import add_output_argument, add_trace_argument, open_trace
 from neuron_explorer.reports.chrome_trace import write_chrome_trace
 from neuron_explorer.trace.atomic import check_output
-from neuron_explorer.trace.paths import printable
+from neuron_explorer.trace.printable import printable
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

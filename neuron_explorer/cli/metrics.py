@@ -28,7 +28,7 @@ from neuron_explorer.cli._common import (
 from neuron_explorer.cli.analyze import load_for_analysis
 from neuron_explorer.trace.atomic import check_output
 from neuron_explorer.trace.errors import AnalysisError
-from neuron_explorer.trace.paths import printable
+from neuron_explorer.trace.printable import printable
 
 
 def prepare_parser(parser: argparse.ArgumentParser) -> None:

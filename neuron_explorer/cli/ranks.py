@@ -34,9 +34,9 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 
 def summarize(path: Path, workers: int | None, dask: str | None, top: int) -> dict[str, Any]:
     """The JSON-able cross-rank summary of a converted run (what ``ranks`` prints)."""
-    from neuron_explorer.analyzers.analysis import records
     from neuron_explorer.analyzers.ranks.culprit import rank_summary
     from neuron_explorer.analyzers.ranks.run_ranks import run_tables
+    from neuron_explorer.analyzers.result import records
     from neuron_explorer.analyzers.rules import all_rules
     from neuron_explorer.collectors.kineto.run_dir import is_json_run
     from neuron_explorer.parallel import make_executor

@@ -300,7 +300,7 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _summarize(prof: Any, code: int) -> int:
-    from neuron_explorer.trace.paths import printable
+    from neuron_explorer.trace.printable import printable
 
     for timing in prof.timings:
         if timing.get("path"):

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from neuron_explorer.analyzers import analyze
     from neuron_explorer.reports.html import write_report
     from neuron_explorer.trace.atomic import check_output
-    from neuron_explorer.trace.paths import printable
+    from neuron_explorer.trace.printable import printable
 
     output = Path(args.output) if args.output else Path.cwd() / f"{_stem(Path(args.trace))}.html"
     check_output(output)  # say so before minutes of import and analysis, not after

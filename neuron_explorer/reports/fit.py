@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from neuron_explorer.trace.paths import printable as _printable
+from neuron_explorer.trace.printable import printable as _printable
 
 ELLIPSIS = "…"
 #: The width text output is laid out for when it goes to a pipe or a file and $COLUMNS is unset:
@@ -37,7 +37,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u2
 
 
 def printable(text: Any) -> str:
-    """``text`` safe to print on a terminal (``trace.paths.printable``: control characters,
+    """``text`` safe to print on a terminal (``trace.printable.printable``: control characters,
     escape sequences and direction overrides written as escapes); None prints as nothing."""
     return "" if text is None else _printable(text)
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from neuron_explorer.trace.frames import env_excludes, is_library_path
+from neuron_explorer.environment import exclude_patterns
+from neuron_explorer.trace.frames import is_library_path
 
 if TYPE_CHECKING:
     from neuron_explorer.analyzers import Analysis
@@ -43,7 +44,7 @@ def common_root(files: Iterable[str], cwd: str | None = None) -> str | None:
     packages when none is user code, e.g. this tool's own example), or the current directory
     when they share nothing but ``/``; None when no file is absolute (shown as written)."""
     absolute = [f for f in files if f and os.path.isabs(f)]
-    excludes = env_excludes()
+    excludes = exclude_patterns()
     dirs = {os.path.dirname(f) for f in absolute if not is_library_path(f.replace("\\", "/"), excludes)}
     if not dirs:
         dirs = {os.path.dirname(f) for f in absolute if not any(m in f.replace("\\", "/") for m in _SITE_DIRS)}

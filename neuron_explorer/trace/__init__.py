@@ -1,6 +1,11 @@
-"""The trace data model: schema, ``Trace`` and errors. Opening any supported input (Kineto JSON,
-a run directory, a Neuron export) is the collectors' work: ``neuron_explorer.collectors.load``
-(re-exported as ``neuron_explorer.load``); this package imports nothing above it."""
+"""The trace data model, the ground floor: schema, ``Trace``, errors, paths and what every layer
+reads of a trace (frames, units, repairs, line coverage).
+
+Opening any supported input (Kineto JSON, a run directory, a Neuron export) is the collectors'
+work: ``neuron_explorer.collectors.load`` (re-exported as ``neuron_explorer.load``). This
+package imports nothing else of ``neuron_explorer``: every other package stands on it
+(tests/unit/test_layers.py).
+"""
 
 from __future__ import annotations
 

@@ -31,7 +31,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from neuron_explorer.trace.errors import NeuronExplorerError
-from neuron_explorer.trace.paths import file_kind, printable
+from neuron_explorer.trace.paths import file_kind
+from neuron_explorer.trace.printable import printable
 
 #: The part of a temporary name that marks it as ours; the owner's pid follows.
 TMP_TAG = ".neuron-explorer-"

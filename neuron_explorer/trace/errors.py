@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from neuron_explorer.trace.printable import printable
+
 
 class NeuronExplorerError(Exception):
     """Base class of every error the tool reports to a user."""
@@ -15,9 +17,6 @@ class NeuronExplorerError(Exception):
     def __init__(self, message: str, path: str | Path | None = None) -> None:
         self.path = str(path) if path is not None else None
         self.message = message
-        # (imported here: paths imports this module)
-        from neuron_explorer.trace.paths import printable
-
         super().__init__(f"{printable(self.path)}: {message}" if self.path else message)
 
 

@@ -91,13 +91,6 @@ def _local_library_dirs() -> tuple[str, ...]:
 LOCAL_LIBRARY_DIRS: tuple[str, ...] = _local_library_dirs()
 
 
-def env_excludes() -> tuple[str, ...]:
-    """Extra library patterns from ``NEURON_EXPLORER_EXCLUDE`` (``os.pathsep``-separated)."""
-    from neuron_explorer import environment
-
-    return environment.exclude_patterns()
-
-
 def is_generated_path(path: str) -> bool:
     """True for code that torch.compile, Inductor, Triton or FX generated (see
     ``GENERATED_MARKERS``), as traces write it."""

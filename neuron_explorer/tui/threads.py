@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import Kind
-
-if TYPE_CHECKING:
-    from neuron_explorer.tui.data import TraceSource
 
 AUTOGRAD_NAME = re.compile(r"pt_autograd_\d+")
 WORKER_FRAME = "_worker_loop"
@@ -42,7 +40,16 @@ RECORDED = re.compile(r"^thread\s+-?\d+\s+\((.*)\)\s*$")
 _HOST_KINDS = (Kind.CPU_OP, Kind.RUNTIME, Kind.SYNC, Kind.PYTHON, Kind.STEP, Kind.ANNOTATION)
 
 
-def recorded_names(source: TraceSource) -> dict[tuple[int, int, int], str]:
+class ThreadSource(Protocol):
+    """What the thread names are read from: the trace, and the names its file recorded where
+    the events table holds no ``args`` (``tui.data.TraceSource`` is one)."""
+
+    trace: Trace
+
+    def recorded_thread_names(self) -> dict[tuple[int, int, int], str]: ...
+
+
+def recorded_names(source: ThreadSource) -> dict[tuple[int, int, int], str]:
     """(rank, pid, tid) -> name from the trace's ``thread_name`` metadata events; empty when
     the trace has none (an in-process capture)."""
     e = source.trace.events
@@ -67,7 +74,7 @@ def parse_recorded(rows: pa.Table) -> dict[tuple[int, int, int], str]:
     return out
 
 
-def thread_names(source: TraceSource) -> dict[tuple[int, int], str]:
+def thread_names(source: ThreadSource) -> dict[tuple[int, int], str]:
     """(rank, tid) -> the lane name of every host thread of the trace (see the module doc)."""
     host = source.trace.select(_HOST_KINDS, ["rank", "pid", "tid", "kind", "name", "start_ns", "device"])
     host = host.filter(pc.less(pc.fill_null(host["device"], -1), 0))  # (device-side syncs are not threads)

@@ -16,7 +16,7 @@ pytest.importorskip("torch")
 import neuron_explorer as ne
 from neuron_explorer.analyzers import Analysis, analyze
 from neuron_explorer.analyzers.finding import SEVERITY_RANK
-from neuron_explorer.analyzers.rules._evidence import is_user_file
+from neuron_explorer.analyzers.metrics.source_lines import is_user_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 

@@ -3,7 +3,7 @@ environment variables (issue 26), through the real CLI.
 
 A FIFO (``info`` on one blocked forever), a device, a socket: one line naming it, at once. A
 newline in a file name does not split the error line, and an escape sequence in it does not
-reach the terminal raw (``trace.paths.printable``). Every ``NEURON_EXPLORER_*`` variable is
+reach the terminal raw (``trace.printable.printable``). Every ``NEURON_EXPLORER_*`` variable is
 read in ``neuron_explorer.environment``; a malformed value is one line naming it, never a
 default taken silently.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from neuron_explorer import environment
-from neuron_explorer.trace.paths import printable
+from neuron_explorer.trace.printable import printable
 from tests.integration.faults import ROOT, SMALL_JSON, cli, one_error_line
 
 FUZZ_KINETO = ROOT / "tests" / "data" / "fuzz" / "kineto"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_explorer.collectors.kineto.spooled import SPOOL_PREFIX
+from neuron_explorer.collectors.kineto.spool_store import SPOOL_PREFIX
 from tests.integration.faults import ROOT, SPOOLED_JSON
 
 #: How long a command may take to end after the signal.

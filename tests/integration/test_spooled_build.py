@@ -20,9 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from neuron_explorer.collectors.build.nesting import enclosing_spans
-from neuron_explorer.collectors.build.normalize import nearest_marked_ancestor
-from neuron_explorer.collectors.kineto import kineto_json, spooled
+from neuron_explorer.collectors.build.nesting import enclosing_spans, nearest_marked_ancestor
+from neuron_explorer.collectors.kineto import kineto_json, spool_assembly, spool_store, spool_tree, spooled
 from neuron_explorer.environment import EnvironmentSettingError
 from neuron_explorer.trace.model import Trace
 from tests.conftest import BUNDLED_TRACES, KINETO, run_cli
@@ -82,7 +81,7 @@ def _same_outcome_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch, what: s
 @pytest.mark.parametrize("path", BUNDLED_TRACES, ids=lambda p: p.name)
 def test_spooled_build_equals_the_in_memory_build(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spooled, "BATCH_EVENTS", 97)  # thousands of batch boundaries in the walk
-    monkeypatch.setattr(spooled, "WRITE_ROWS", 300)
+    monkeypatch.setattr(spool_assembly, "WRITE_ROWS", 300)
     memory = _import(path, monkeypatch, spool=False)
     spool = _import(path, monkeypatch, spool=True)
     assert type(memory).__name__ == "DeferredTrace" and isinstance(spool, spooled.SpooledTrace)
@@ -202,7 +201,7 @@ def test_the_streamed_walk_finds_the_parents_and_marks_of_the_whole_thread(seed:
             j = by_stack[j]
         assert want_mark[i] == (rows["mark"][j] if j >= 0 else -1)
     # streamed in batches of random sizes
-    walk = spooled._TreeWalk()
+    walk = spool_tree._TreeWalk()
     got_parent, got_mark = [], []
     lo = 0
     while lo < n:
@@ -277,17 +276,17 @@ def test_the_assembly_refuses_rows_out_of_event_order() -> None:
     first, input order) rising across a batch boundary."""
     ids = np.array([-1, 0, 1, 2])
     start, dur, row = np.array([5, 5, 6]), np.array([9, 2, 0]), np.array([3, 1, 0])
-    spooled._check_order(ids, start, dur, row)  # the first batch
+    spool_assembly._check_order(ids, start, dur, row)  # the first batch
     with pytest.raises(RuntimeError):
-        spooled._check_order(ids, np.array([5, 5, 4]), dur, row)  # a start goes back
+        spool_assembly._check_order(ids, np.array([5, 5, 4]), dur, row)  # a start goes back
     with pytest.raises(RuntimeError):
-        spooled._check_order(ids, start, np.array([2, 9, 0]), row)  # the shorter first
+        spool_assembly._check_order(ids, start, np.array([2, 9, 0]), row)  # the shorter first
     with pytest.raises(RuntimeError):
-        spooled._check_order(np.array([-1, 1, 2, 3]), start, dur, row)  # not from event 0
+        spool_assembly._check_order(np.array([-1, 1, 2, 3]), start, dur, row)  # not from event 0
     # the next batch, after the last row (event 2: start 6, dur 0, row 0)
-    spooled._check_order(np.array([2, 3]), np.array([6, 7]), np.array([0, 1]), np.array([0, 9]))
+    spool_assembly._check_order(np.array([2, 3]), np.array([6, 7]), np.array([0, 1]), np.array([0, 9]))
     with pytest.raises(RuntimeError):
-        spooled._check_order(np.array([2, 3]), np.array([6, 6]), np.array([0, 0]), np.array([5, 4]))
+        spool_assembly._check_order(np.array([2, 3]), np.array([6, 6]), np.array([0, 0]), np.array([5, 4]))
 
 
 def test_the_out_of_core_steps_are_named_to_the_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,17 +321,17 @@ def test_a_spool_left_by_a_killed_process_is_removed_by_the_next_import(
         env={**os.environ, SPOOL_ENV: "0"},
     )
     for _ in range(600):
-        if list(tmp_path.glob(spooled.SPOOL_PREFIX + "*/" + spooled.OWNER_FILE)) or proc.poll() is not None:
+        if list(tmp_path.glob(spool_store.SPOOL_PREFIX + "*/" + spool_store.OWNER_FILE)) or proc.poll() is not None:
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    stale = list(tmp_path.glob(spooled.SPOOL_PREFIX + "*"))
+    stale = list(tmp_path.glob(spool_store.SPOOL_PREFIX + "*"))
     assert len(stale) == 1 and not (tmp_path / "x.parquet").exists()
-    running = tmp_path / (spooled.SPOOL_PREFIX + "running")
+    running = tmp_path / (spool_store.SPOOL_PREFIX + "running")
     running.mkdir()
-    (running / spooled.OWNER_FILE).write_text(str(os.getppid()))  # (a live process: this one's parent)
+    (running / spool_store.OWNER_FILE).write_text(str(os.getppid()))  # (a live process: this one's parent)
     trace = _import(KINETO / "local" / "example_cpu_small.json", monkeypatch, spool=True)
-    left = sorted(p.name for p in tmp_path.glob(spooled.SPOOL_PREFIX + "*"))
+    left = sorted(p.name for p in tmp_path.glob(spool_store.SPOOL_PREFIX + "*"))
     assert stale[0].name not in left and running.name in left and len(left) == 2  # (the new one, and the live one)
     trace.close()

@@ -120,7 +120,7 @@ def test_queue_depth_per_stream_counts_in_flight_work_at_any_time_scale(items):
     then (itself aside), counted by brute force; the same at times spread over the whole range."""
     import pandas as pd
 
-    from neuron_explorer.analyzers.metrics.launches import _queue_depth
+    from neuron_explorer.analyzers.core.context import _queue_depth
 
     stream = [s for s, _, _, _ in items]
     launch = [lt for _, lt, _, _ in items]
@@ -167,7 +167,7 @@ def test_clip_of_one_rank_spanning_more_than_int64() -> None:
 def test_queue_depth_of_one_stream_at_negative_times() -> None:
     import pandas as pd
 
-    from neuron_explorer.analyzers.metrics.launches import _queue_depth
+    from neuron_explorer.analyzers.core.context import _queue_depth
 
     # relative times: one kernel launched at -10 runs from -9 to 5; the next, launched at 2, finds it in flight
     ev = pd.DataFrame(
@@ -179,9 +179,9 @@ def test_queue_depth_of_one_stream_at_negative_times() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(-2, 6), max_size=30), st.lists(st.integers(-2, 8), max_size=30))
 def test_lookup_finds_the_first_row_of_each_key_and_never_a_null(keys, targets):
-    """``context.lookup`` (the id joins under the graph and the attribution), duplicates and null
+    """``columns.lookup`` (the id joins under the graph and the attribution), duplicates and null
     (negative) keys included, against a dictionary of first positions."""
-    from neuron_explorer.analyzers.core.context import lookup
+    from neuron_explorer.analyzers.core.columns import lookup
 
     first: dict[int, int] = {}
     for pos, k in enumerate(keys):
@@ -194,7 +194,7 @@ def test_lookup_finds_the_first_row_of_each_key_and_never_a_null(keys, targets):
 def test_group_codes_match_a_multiindex_factorize_nan_included() -> None:
     import pandas as pd
 
-    from neuron_explorer.analyzers.core.context import group_codes
+    from neuron_explorer.analyzers.core.columns import group_codes
 
     rng = np.random.default_rng(0)
     rank, device = rng.integers(0, 3, 5000), rng.integers(-1, 4, 5000)

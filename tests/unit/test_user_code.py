@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-from neuron_explorer.analyzers.rules._evidence import is_user_file
+from neuron_explorer.analyzers.metrics.source_lines import is_user_file
 from neuron_explorer.collectors.build.source_map import UserCode
 from neuron_explorer.trace.frames import path_origin
 

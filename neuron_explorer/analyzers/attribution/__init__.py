@@ -34,6 +34,9 @@ The categories sum to the window's wall time. Each class is the union of its int
 the union of the higher-priority ones, computed as prefix unions over whole columns
 (``intervals.union_length``), the same machinery as ``breakdown.step_breakdown``. The one-time
 classes' totals by kind are kept apart (``one_time_by_kind``) for the verdict.
+
+Imports ``core/`` and ``metrics/``; ``ranks/``, ``graph/``, the ledger, the verdict and the
+rules read it, never the reverse. ``one_time`` and ``queued`` read this module's categories.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
 from neuron_explorer.analyzers.metrics.breakdown import device_part, device_slots
 from neuron_explorer.trace.schema import Kind

@@ -38,7 +38,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.trace.schema import Kind
 
 #: The kinds, in their priority among themselves (attribution classes 0..3 of ``one_time``).

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import QUEUE_GRACE_NS
-from neuron_explorer.analyzers.core.context import TraceFrames, group_codes, lookup, ukey
+from neuron_explorer.analyzers.core.columns import group_codes, lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
 from neuron_explorer.trace.schema import Kind
 

@@ -4,12 +4,13 @@ Analyzers never read the events table directly: they ask this object for the dev
 the host spans, the steps or the memory events, each converted to pandas once with only the
 columns the analyzers use. Integer id columns come back as plain ``int64`` numpy-backed
 columns with ``-1`` for null (nullable pandas integers are several times slower to compute on),
-string columns as categoricals.
+string columns as categoricals. What several analyzers derive from these views is computed
+here once and cached: the launch join (``launch_events``), host self time (``self_time``), the
+kernel categories and the run kind.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.analyzers.core.columns import group_codes, lookup, ukey
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
 
@@ -240,7 +242,7 @@ class TraceFrames:
         """Training or inference (``analyzers.core.run_kind``): rules ask it before training advice."""
         from neuron_explorer.analyzers.core.run_kind import run_kind_of
 
-        return run_kind_of(self)
+        return run_kind_of(self.host)
 
     @cached_property
     def device_properties(self) -> list[dict[str, Any]]:
@@ -248,8 +250,8 @@ class TraceFrames:
 
     @cached_property
     def device_category(self) -> pd.Series:
-        """Kernel category of every row of ``device`` (see ``kernels.classify_name``)."""
-        from neuron_explorer.analyzers.metrics.kernels import kernel_categories
+        """Kernel category of every row of ``device`` (see ``kernel_names.classify_name``)."""
+        from neuron_explorer.analyzers.core.kernel_names import kernel_categories
 
         return kernel_categories(self.device)
 
@@ -282,61 +284,96 @@ class TraceFrames:
 
     @cached_property
     def launch_events(self) -> pd.DataFrame:
-        """Device events joined to their launch (see ``launches.launch_events``)."""
-        from neuron_explorer.analyzers.metrics.launches import launch_events
-
+        """Device events joined to their launch (see ``launch_events`` below)."""
         return launch_events(self)
 
     @cached_property
     def host_self_ns(self) -> pd.Series:
         """Host self time of every row of ``host`` (duration minus direct children)."""
-        from neuron_explorer.analyzers.metrics.ops import self_time
-
         return self_time(self)
 
 
-def ukey(rank: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """One int64 key per (rank, event id) pair, for fast joins on ids (null id -> -1)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    key = (np.asarray(rank, dtype=np.int64) << 40) | (ids & ((1 << 40) - 1))
-    return np.where(ids < 0, -1, key)
+def launch_events(frames: TraceFrames) -> pd.DataFrame:
+    """One row per device event with its launch: rank, device, stream, start_ns, dur_ns,
+    launch_start_ns, launch_dur_ns, launch_delay_ns, queue_depth, name, category."""
+    dev = frames.device
+    rt = frames.host_of(Kind.RUNTIME)
+    pos = lookup(
+        ukey(rt["rank"].to_numpy(), rt["event_id"].to_numpy()),
+        ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()),
+    )
+    m = pos >= 0
+    safe = np.maximum(pos, 0)
+    ls = rt["start_ns"].to_numpy()[safe] if len(rt) else np.zeros(len(dev), np.int64)
+    ld = rt["dur_ns"].to_numpy()[safe] if len(rt) else np.zeros(len(dev), np.int64)
+    out = pd.DataFrame(
+        {
+            "rank": dev["rank"].to_numpy()[m],
+            "device": dev["device"].to_numpy()[m],
+            "stream": dev["stream"].to_numpy()[m],
+            "event_id": dev["event_id"].to_numpy()[m],
+            "name": dev["name"].to_numpy()[m],
+            "category": frames.device_category.to_numpy()[m],
+            "start_ns": dev["start_ns"].to_numpy()[m],
+            "dur_ns": dev["dur_ns"].to_numpy()[m],
+            "launch_start_ns": ls[m].astype(np.int64),
+            "launch_dur_ns": ld[m].astype(np.int64),
+        }
+    )
+    out["launch_delay_ns"] = out["start_ns"] - out["launch_start_ns"]
+    out["queue_depth"] = _queue_depth(out)
+    return out
 
 
-def group_codes(*columns: np.ndarray) -> np.ndarray:
-    """One dense int64 code per distinct tuple of the (integer) ``columns``, in order of first
-    appearance: what ``pd.factorize(pd.MultiIndex.from_arrays(columns))[0]`` gives, without the
-    Python tuples a MultiIndex builds (40 ms on 200k rows, against a few ms here)."""
-    code: np.ndarray | None = None
-    for col in columns:
-        c = pd.factorize(np.asarray(col), use_na_sentinel=False)[0].astype(np.int64)
-        code = c if code is None else code * (int(c.max()) + 1 if len(c) else 1) + c
-        code = pd.factorize(code)[0].astype(np.int64)  # (dense again: the next product stays small)
-    return np.zeros(0, np.int64) if code is None else code
+def _queue_depth(ev: pd.DataFrame) -> np.ndarray:
+    """Per event: events on its stream launched at or before its launch and not finished by then."""
+    if not len(ev):
+        return np.zeros(0, np.int64)
+    codes = group_codes(ev["rank"].to_numpy(), ev["device"].to_numpy(), ev["stream"].to_numpy())
+    launch = ev["launch_start_ns"].to_numpy()
+    end = (ev["start_ns"] + ev["dur_ns"]).to_numpy()
+    n_streams = int(codes.max()) + 1
+    if n_streams == 1:  # one stream: its own times, no shared axis
+        return _in_flight(launch, end, _NO_FLOOR)
+    t0 = int(min(launch.min(), end.min()))
+    span = int(max(launch.max(), end.max())) - t0 + 1
+    if n_streams * span >= 1 << 63:  # streams' times too far apart for one int64 axis
+        out = np.zeros(len(ev), np.int64)
+        for code in range(n_streams):
+            rows = np.flatnonzero(codes == code)
+            out[rows] = _in_flight(launch[rows], end[rows], _NO_FLOOR)
+        return out
+    # each stream on its own stretch of one axis, starting at code x span
+    return _in_flight((launch - t0) + codes * span, (end - t0) + codes * span, codes * span)
 
 
-def lookup(keys: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Row position in ``keys`` of each target key (-1 when absent or null, i.e. negative).
-    With duplicate keys, the first row holding the key."""
-    index = pd.Index(keys)
-    if not index.is_unique:
-        uniq, first = np.unique(np.asarray(keys), return_index=True)  # first row of each key
-        index, pos_of_unique = pd.Index(uniq), first
-        found = index.get_indexer(targets)
-        return np.where((found >= 0) & (targets >= 0), pos_of_unique[np.maximum(found, 0)], -1)
-    found = index.get_indexer(targets)
-    return np.where(targets < 0, -1, found)
+_NO_FLOOR = np.int64(np.iinfo(np.int64).min)
 
 
-def name_mask(
-    names: pd.Series, pattern: str | re.Pattern[str] | None = None, predicate: Callable[[str], bool] | None = None
-) -> np.ndarray:
-    """Regex search (or predicate) over a categorical column, evaluated once per distinct value."""
-    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
-    values = [str(c) for c in cat.cat.categories]
-    if predicate is None:
-        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-        assert rx is not None
-        predicate = lambda v: rx.search(v) is not None  # noqa: E731
-    lut = np.array([predicate(v) for v in values] + [False], dtype=bool)
-    codes = cat.cat.codes.to_numpy()
-    return lut[np.where(codes < 0, len(values), codes)]
+def _in_flight(launch: np.ndarray, end: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Per event: those launched at or before its launch and not finished by then, itself aside;
+    ``floor``: the lowest time of its stream's stretch of the axis (``_NO_FLOOR`` for one stream)."""
+    ls, es = np.sort(launch), np.sort(end)
+    launched = np.searchsorted(ls, launch, side="right") - np.searchsorted(ls, floor, side="left")
+    finished = np.searchsorted(es, launch, side="right") - np.searchsorted(es, floor, side="left")
+    # minus itself when it is in flight at its own launch; (a kernel that starts before its launch,
+    # clock skew, could make it negative)
+    return np.maximum(launched - finished - (end > launch), 0)
+
+
+def child_time(host: pd.DataFrame) -> pd.Series:
+    """Sum of direct children's durations, indexed like ``host`` (0 where no child)."""
+    pos = lookup(
+        ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
+        ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy()),
+    )
+    ok = pos >= 0
+    sums = np.bincount(pos[ok], weights=host["dur_ns"].to_numpy()[ok], minlength=len(host))
+    return pd.Series(np.rint(sums).astype(np.int64), index=host.index)
+
+
+def self_time(frames: TraceFrames) -> pd.Series:
+    """Host self time of every host span, aligned with ``frames.host``."""
+    host = frames.host
+    self_ns = host["dur_ns"] - child_time(host)
+    return self_ns.clip(lower=0)

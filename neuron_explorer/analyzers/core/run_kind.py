@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, name_mask
+from neuron_explorer.analyzers.core.columns import name_mask
 from neuron_explorer.trace.schema import Kind
 
 BACKWARD_OPS = r"^autograd::engine::evaluate_function|Backward\d*\b"
@@ -44,9 +44,9 @@ class RunKind:
         return f"{self.backward_ops} backward ops, {self.optimizer_steps} optimizer step spans"
 
 
-def run_kind_of(frames: TraceFrames) -> RunKind:
-    """Count the backward ops and optimizer step spans of a trace (whole columns)."""
-    host = frames.host
+def run_kind_of(host: pd.DataFrame) -> RunKind:
+    """Count the backward ops and optimizer step spans among a trace's host spans
+    (``TraceFrames.host``; whole columns)."""
     if not len(host):
         return RunKind(0, 0)
     is_op = (host["kind"] == Kind.CPU_OP).to_numpy()

@@ -5,6 +5,9 @@ kernels by name and by name + input shapes; ops (framework ops and runtime calls
 by name + input shapes; source lines (matched across code versions); collectives by name and
 message size. Each change has a per-step difference, its confidence over steps and, for
 kernels, ops and collectives, the source line it came from. ``gate`` is the CI check.
+
+The top of ``analyzers/`` with ``sweep``: it compares whole analyses, so it imports
+``analysis`` (``analyze``), ``result`` and everything below.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.analysis import _jsonable, analyze, records
+from neuron_explorer.analyzers.analysis import analyze
 from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.diff.comparable import Comparability, check, job_of
 from neuron_explorer.analyzers.diff.compare import attach_lines, compare_items, compare_lines, compare_metrics
@@ -24,6 +27,7 @@ from neuron_explorer.analyzers.diff.lines import ReadLines
 from neuron_explorer.analyzers.diff.neuron import kernel_metric_row, neuron_diff, sentence
 from neuron_explorer.analyzers.diff.sides import FAMILY_KEYS, Side, build_side, warmup_steps
 from neuron_explorer.analyzers.diff.stats import MIN_STEPS
+from neuron_explorer.analyzers.result import _jsonable, records
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.model import Trace
 

@@ -22,7 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neuron_explorer.analyzers.core.context import WHOLE_TRACE_STEP, TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.columns import lookup, ukey
+from neuron_explorer.analyzers.core.context import WHOLE_TRACE_STEP, TraceFrames
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import Kind
 

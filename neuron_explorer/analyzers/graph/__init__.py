@@ -16,6 +16,10 @@ rule.
 - ``critical``: per step (or per rank without steps) the chain that sets its end, its
   composition by category / op / kernel / source line, and the replay summary (baseline error,
   unexplained share, projected time).
+
+Imports ``ranks/``, ``attribution/`` and ``core/``; inside, ``nodes`` (what a
+node is) is below every other module. The Finding, the ledger and the rules read it (they
+price by replay); it never reads them.
 """
 
 from __future__ import annotations

@@ -29,26 +29,26 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import DATALOADER, blocking_calls
-from neuron_explorer.analyzers.core.context import TraceFrames, group_codes, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.columns import group_codes, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph.edges import _NEG, COLLECTIVE, HANDOFF, SYNC, cross_edges
+from neuron_explorer.analyzers.graph.nodes import (
+    ARRIVAL,
+    COMMUNICATION,
+    COMPUTE,
+    COPY,
+    DATA_LOADING,
+    DEVICE,
+    HOST_BLOCKED,
+    HOST_LAUNCH,
+    HOST_PYTHON,
+    JOIN,
+    SEGMENT,
+    UNTRACED,
+)
 from neuron_explorer.trace.errors import AnalysisError
 from neuron_explorer.trace.schema import Kind
 
-#: node categories (the attribution's, ``analyzers/attribution/__init__.py``), as ``nodes["cat"]`` codes
-CATEGORIES = (
-    "compute",
-    "communication",
-    "copy",
-    "host_blocked",
-    "host_launch",
-    "host_python",
-    "data_loading",
-    "untraced",
-)
-COMPUTE, COMMUNICATION, COPY, HOST_BLOCKED, HOST_LAUNCH, HOST_PYTHON, DATA_LOADING, UNTRACED = range(8)
-#: ``nodes["node_kind"]``: a host segment, device work, a collective's arrival on its stream
-#: (zero length, before the transfer), and a collective instance's join across ranks
-SEGMENT, DEVICE, ARRIVAL, JOIN = range(4)
 _DEVICE_CATEGORY = {Kind.KERNEL: COMPUTE, Kind.COLLECTIVE: COMMUNICATION, Kind.MEMCPY: COPY, Kind.MEMSET: COPY}
 _HOST_CATEGORY = {
     Kind.CPU_OP: HOST_LAUNCH,

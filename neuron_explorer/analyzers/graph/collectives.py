@@ -23,8 +23,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.columns import lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph.edges import COLLECTIVE, LAUNCH, STREAM_WAIT, edge_table
+from neuron_explorer.analyzers.graph.nodes import ARRIVAL, JOIN
 
 
 def instances(frames: TraceFrames) -> pd.DataFrame:
@@ -54,8 +56,6 @@ def add_collectives(
     frames: TraceFrames, nodes: pd.DataFrame, edges: pd.DataFrame, device: pd.DataFrame, t0: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``nodes`` and ``edges`` with the arrivals, joins and collective edges (module docstring)."""
-    from neuron_explorer.analyzers.graph.build import ARRIVAL, JOIN
-
     inst = instances(frames)
     if not len(inst) or not len(nodes):
         return nodes, edges

@@ -18,18 +18,11 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.core.context import WHOLE_TRACE_STEP, TraceFrames
-from neuron_explorer.analyzers.graph.build import (
-    CATEGORIES,
-    DEVICE,
-    JOIN,
-    SEGMENT,
-    Graph,
-    build_graph,
-    distinct,
-)
+from neuron_explorer.analyzers.graph.build import Graph, build_graph, distinct
 from neuron_explorer.analyzers.graph.describe import node_codes, text_values
 from neuron_explorer.analyzers.graph.edges import LAUNCH
 from neuron_explorer.analyzers.graph.edits import Edits
+from neuron_explorer.analyzers.graph.nodes import CATEGORIES, DEVICE, JOIN, SEGMENT
 from neuron_explorer.analyzers.graph.replay import Replay, replay
 
 #: the baseline replay should reproduce each measured step within this (issue 31)
@@ -65,6 +58,19 @@ def _windows(graph: Graph, rep: Replay) -> pd.DataFrame:
         last.append(e_node)
     out["replay_start"], out["replay_end"], out["end_node"] = starts, ends, last
     return out
+
+
+def baseline(graph: Graph, frames: TraceFrames) -> tuple[Replay, int, int]:
+    """The baseline replay (memoized per trace), its summed window time and the measured one."""
+
+    def compute() -> tuple[Replay, int, int]:
+        rep = replay(graph)
+        w = _windows(graph, rep)
+        replayed = int((w["replay_end"] - w["replay_start"]).sum())
+        measured = int((w["measured_end"] - w["measured_start"]).sum())
+        return rep, replayed, measured
+
+    return frames.memo("baseline_replay", compute)
 
 
 def window_nodes(graph: Graph) -> pd.DataFrame:
@@ -235,7 +241,6 @@ def critical_paths(frames: TraceFrames) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _baseline_paths(frames: TraceFrames) -> tuple[pd.DataFrame, list]:  # type: ignore[type-arg]
     def compute() -> tuple[pd.DataFrame, list]:  # type: ignore[type-arg]
-        from neuron_explorer.analyzers.graph.pricing import baseline
 
         graph = build_graph(frames)
         rep = baseline(graph, frames)[0]

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import blocking_calls
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.trace.schema import Kind
 
 #: A device event starting up to this long after its launch call began is launch latency

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from neuron_explorer.analyzers.core.context import ukey
+from neuron_explorer.analyzers.core.columns import ukey
 from neuron_explorer.trace.errors import AnalysisError
 
 
@@ -47,7 +47,7 @@ class EventEdit:
     unblock: bool = False
     #: what the edit does, in words ("12 synchronizing calls wait for nothing")
     label: str = ""
-    #: (rank, event id) keys (``context.ukey``) of device work this edit leaves alone: work a
+    #: (rank, event id) keys (``columns.ukey``) of device work this edit leaves alone: work a
     #: more specific finding owns and prices (``analyzers/ledger.py``)
     exempt: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.graph.build import Graph, build_graph
-from neuron_explorer.analyzers.graph.critical import BASELINE_TOLERANCE_PCT, _windows
+from neuron_explorer.analyzers.graph.critical import BASELINE_TOLERANCE_PCT, _windows, baseline
 from neuron_explorer.analyzers.graph.edits import Edits
 from neuron_explorer.analyzers.graph.replay import Replay, edited_device_rows, replay
 
@@ -34,19 +34,6 @@ class Prices:
     @property
     def within_tolerance(self) -> bool:
         return abs(self.baseline_error_pct) <= BASELINE_TOLERANCE_PCT
-
-
-def baseline(graph: Graph, frames: TraceFrames) -> tuple[Replay, int, int]:
-    """The baseline replay (memoized per trace), its summed window time and the measured one."""
-
-    def compute() -> tuple[Replay, int, int]:
-        rep = replay(graph)
-        w = _windows(graph, rep)
-        replayed = int((w["replay_end"] - w["replay_start"]).sum())
-        measured = int((w["measured_end"] - w["measured_start"]).sum())
-        return rep, replayed, measured
-
-    return frames.memo("baseline_replay", compute)
 
 
 def window_total(graph: Graph, rep: Replay) -> int:

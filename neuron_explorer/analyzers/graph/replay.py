@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.graph.build import COMMUNICATION, DEVICE, Graph, first_reaching
+from neuron_explorer.analyzers.graph.build import Graph, first_reaching
 from neuron_explorer.analyzers.graph.edges import _NEG, STREAM_WAIT, SYNC
 from neuron_explorer.analyzers.graph.edits import Edits, EventEdit
+from neuron_explorer.analyzers.graph.nodes import COMMUNICATION, DEVICE
 from neuron_explorer.trace.errors import AnalysisError
 
 #: more rounds than this means the graph has a cycle (inconsistent clocks): refuse, do not guess

@@ -18,6 +18,8 @@ This package owns the replay of the allocator events (``[memory]`` instants, rec
 Everything is whole-column work: a sort and neighbour comparison pairs the events, the live
 sets of all peaks come from two ``searchsorted`` and one groupby. Rules (``memory_leak``,
 ``memory_capacity``, ``memory_fragmentation``) read these tables; nothing here reads a rule.
+
+Imports ``core/`` only; ``metrics/`` and ``perf/`` are its independent siblings.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, name_mask
+from neuron_explorer.analyzers.core.columns import name_mask
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.trace.schema import Kind
 
 ALLOC_CALL = re.compile(r"^(cuda|hip)(Malloc|MallocAsync|MallocManaged|Free|FreeAsync)$")

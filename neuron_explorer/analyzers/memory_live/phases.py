@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, name_mask
+from neuron_explorer.analyzers.core.columns import name_mask
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.intervals import merge_windows
 from neuron_explorer.trace.schema import Kind
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.columns import lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
 from neuron_explorer.analyzers.metrics.kernels import hta_kernel_type
 from neuron_explorer.trace.schema import Kind

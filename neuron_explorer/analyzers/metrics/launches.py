@@ -13,80 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, group_codes, lookup, ukey
-from neuron_explorer.trace.schema import Kind
+from neuron_explorer.analyzers.core.context import TraceFrames
 
 LONG_LAUNCH_NS = 50_000
 LONG_DELAY_NS = 100_000
 SHORT_KERNEL_NS = 10_000
-
-
-def launch_events(frames: TraceFrames) -> pd.DataFrame:
-    """One row per device event with its launch: rank, device, stream, start_ns, dur_ns,
-    launch_start_ns, launch_dur_ns, launch_delay_ns, queue_depth, name, category."""
-    dev = frames.device
-    rt = frames.host_of(Kind.RUNTIME)
-    pos = lookup(
-        ukey(rt["rank"].to_numpy(), rt["event_id"].to_numpy()),
-        ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()),
-    )
-    m = pos >= 0
-    safe = np.maximum(pos, 0)
-    ls = rt["start_ns"].to_numpy()[safe] if len(rt) else np.zeros(len(dev), np.int64)
-    ld = rt["dur_ns"].to_numpy()[safe] if len(rt) else np.zeros(len(dev), np.int64)
-    out = pd.DataFrame(
-        {
-            "rank": dev["rank"].to_numpy()[m],
-            "device": dev["device"].to_numpy()[m],
-            "stream": dev["stream"].to_numpy()[m],
-            "event_id": dev["event_id"].to_numpy()[m],
-            "name": dev["name"].to_numpy()[m],
-            "category": frames.device_category.to_numpy()[m],
-            "start_ns": dev["start_ns"].to_numpy()[m],
-            "dur_ns": dev["dur_ns"].to_numpy()[m],
-            "launch_start_ns": ls[m].astype(np.int64),
-            "launch_dur_ns": ld[m].astype(np.int64),
-        }
-    )
-    out["launch_delay_ns"] = out["start_ns"] - out["launch_start_ns"]
-    out["queue_depth"] = _queue_depth(out)
-    return out
-
-
-def _queue_depth(ev: pd.DataFrame) -> np.ndarray:
-    """Per event: events on its stream launched at or before its launch and not finished by then."""
-    if not len(ev):
-        return np.zeros(0, np.int64)
-    codes = group_codes(ev["rank"].to_numpy(), ev["device"].to_numpy(), ev["stream"].to_numpy())
-    launch = ev["launch_start_ns"].to_numpy()
-    end = (ev["start_ns"] + ev["dur_ns"]).to_numpy()
-    n_streams = int(codes.max()) + 1
-    if n_streams == 1:  # one stream: its own times, no shared axis
-        return _in_flight(launch, end, _NO_FLOOR)
-    t0 = int(min(launch.min(), end.min()))
-    span = int(max(launch.max(), end.max())) - t0 + 1
-    if n_streams * span >= 1 << 63:  # streams' times too far apart for one int64 axis
-        out = np.zeros(len(ev), np.int64)
-        for code in range(n_streams):
-            rows = np.flatnonzero(codes == code)
-            out[rows] = _in_flight(launch[rows], end[rows], _NO_FLOOR)
-        return out
-    # each stream on its own stretch of one axis, starting at code x span
-    return _in_flight((launch - t0) + codes * span, (end - t0) + codes * span, codes * span)
-
-
-_NO_FLOOR = np.int64(np.iinfo(np.int64).min)
-
-
-def _in_flight(launch: np.ndarray, end: np.ndarray, floor: np.ndarray) -> np.ndarray:
-    """Per event: those launched at or before its launch and not finished by then, itself aside;
-    ``floor``: the lowest time of its stream's stretch of the axis (``_NO_FLOOR`` for one stream)."""
-    ls, es = np.sort(launch), np.sort(end)
-    launched = np.searchsorted(ls, launch, side="right") - np.searchsorted(ls, floor, side="left")
-    finished = np.searchsorted(es, launch, side="right") - np.searchsorted(es, floor, side="left")
-    # minus itself when it is in flight at its own launch; (a kernel that starts before its launch,
-    # clock skew, could make it negative)
-    return np.maximum(launched - finished - (end > launch), 0)
 
 
 def launch_table(frames: TraceFrames) -> pd.DataFrame:

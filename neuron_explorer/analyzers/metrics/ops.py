@@ -10,26 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.columns import lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.trace.schema import Kind
-
-
-def child_time(host: pd.DataFrame) -> pd.Series:
-    """Sum of direct children's durations, indexed like ``host`` (0 where no child)."""
-    pos = lookup(
-        ukey(host["rank"].to_numpy(), host["event_id"].to_numpy()),
-        ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy()),
-    )
-    ok = pos >= 0
-    sums = np.bincount(pos[ok], weights=host["dur_ns"].to_numpy()[ok], minlength=len(host))
-    return pd.Series(np.rint(sums).astype(np.int64), index=host.index)
-
-
-def self_time(frames: TraceFrames) -> pd.Series:
-    """Host self time of every host span, aligned with ``frames.host``."""
-    host = frames.host
-    self_ns = host["dur_ns"] - child_time(host)
-    return self_ns.clip(lower=0)
 
 
 def op_table(frames: TraceFrames) -> pd.DataFrame:

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.core.context import TraceFrames
-from neuron_explorer.trace.frames import parse_python_frame
+from neuron_explorer.environment import exclude_patterns
+from neuron_explorer.trace.frames import parse_python_frame, path_origin
 from neuron_explorer.trace.schema import Kind
 
 COLUMNS = [
@@ -134,8 +135,6 @@ def is_user_frame_file(path: str, attributed: tuple[str, ...]) -> bool:
     collector resolved (and judged) but the frame's name keeps. So a relative path inside a
     package is the user's only where the trace attributes events to that file, or to another
     file of the same package; a top-level script (``train.py``) keeps the path rules."""
-    from neuron_explorer.analyzers.rules._evidence import is_user_file
-
     if not is_user_file(path):
         return False
     p = path.replace("\\", "/")
@@ -143,3 +142,17 @@ def is_user_frame_file(path: str, attributed: tuple[str, ...]) -> bool:
         return True
     package = "/" + p.split("/", 1)[0] + "/"
     return any(a == p or a.endswith("/" + p) or package in "/" + a for a in attributed)
+
+
+def is_user_file(path: str | None) -> bool:
+    """The user's own code: not torch, the standard library, installed packages, this tool,
+    generated code (see ``trace.frames.path_origin``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
+    return bool(path) and path_origin(str(path), exclude_patterns()) == "user"
+
+
+def user_mask(files: pd.Series) -> np.ndarray:
+    """Vectorized ``is_user_file`` over a (categorical) column: one check per distinct path."""
+    cat = files.astype("category")
+    lookup = np.array([is_user_file(str(c)) for c in cat.cat.categories] + [False], dtype=bool)
+    codes = cat.cat.codes.to_numpy()
+    return lookup[np.where(codes < 0, len(lookup) - 1, codes)]

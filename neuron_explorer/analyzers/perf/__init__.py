@@ -6,6 +6,8 @@ of it the models cover) and a summary (the device spec used, coverage, Neuron MF
 Modules: ``shapes`` (argument parsing, dtypes), ``models_dense`` / ``models_memory`` (the FLOP
 and byte formulas), ``models`` (dispatch, categories), ``devices`` (the peak table),
 ``op_perf`` (the vectorized table), ``summary``.
+
+Imports ``core/`` only; ``metrics/`` and ``memory_live/`` are its independent siblings.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ ROLLUP_PRIORITY: dict[str, int] = {
     "aten::_batch_norm_impl_index": 2,
 }
 
-#: Kernel categories (``kernels.classify_name``) -> op categories, for kernels without an op.
+#: Kernel categories (``kernel_names.classify_name``) -> op categories, for kernels without an op.
 KERNEL_CATEGORY = {
     "gemm": "gemm",
     "attention": "attention",

@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.columns import lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.perf import models
 from neuron_explorer.analyzers.perf.devices import DeviceSpec
 from neuron_explorer.analyzers.perf.ownership import CAT_INDEX, Work, work_units

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.columns import lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.perf import models
 from neuron_explorer.trace.schema import Kind
 

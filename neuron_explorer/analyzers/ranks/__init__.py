@@ -26,6 +26,9 @@ name (``RING`` and ``LL`` in ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``; null w
 
 ``bandwidth_by_size``: the instances' bus bandwidth per (collective, algorithm, protocol,
 power-of-two message size), what to hold against the link's peak.
+
+Imports ``attribution/`` and ``core/``; ``culprit``, ``links`` and ``run_ranks`` build on this
+module. The graph (collectives across ranks), the rules and the reports read it.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, ukey
+from neuron_explorer.analyzers.core.columns import lookup, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.intervals import clip_to_windows
 from neuron_explorer.trace.schema import Kind
 

@@ -2,6 +2,10 @@
 
 One module per family (device, host, memory, steps, distributed, compile, ...). A new family,
 e.g. ``neuron.py`` for Trainium, only has to live here and use ``@rule``.
+
+Rules read every layer below them (``core/`` up to ``result``, ``ledger`` and ``verdict``);
+inside ``analyzers/`` only ``analysis`` imports this package (outside, ``cli/`` and ``agents/``
+list the rules).
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from neuron_explorer.analyzers.ledger import price_by_replay, settle_costs
 from neuron_explorer.analyzers.rules.registry import RULES, Rule, RuleContext, RuleSkipped, rule
 
 if TYPE_CHECKING:
-    from neuron_explorer.analyzers.analysis import Analysis
     from neuron_explorer.analyzers.core.context import TraceFrames
+    from neuron_explorer.analyzers.result import Analysis
 
 __all__ = ["RULES", "Rule", "RuleContext", "RuleSkipped", "all_rules", "rule", "run_rules"]
 

@@ -4,7 +4,8 @@ fixes only on a trace that trains. Every API is spelled as it is called."""
 
 from __future__ import annotations
 
-from neuron_explorer.analyzers.core.context import TraceFrames, name_mask
+from neuron_explorer.analyzers.core.columns import name_mask
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.hardware import Hardware
 from neuron_explorer.analyzers.core.run_kind import RunKind
 

@@ -8,14 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.analysis import Analysis
-from neuron_explorer.trace.frames import env_excludes, path_origin
-
-
-def is_user_file(path: str | None) -> bool:
-    """The user's own code: not torch, the standard library, installed packages, this tool,
-    generated code (see ``trace.frames.path_origin``) or ``NEURON_EXPLORER_EXCLUDE`` patterns."""
-    return bool(path) and path_origin(str(path), env_excludes()) == "user"
+from neuron_explorer.analyzers.metrics.source_lines import user_mask
+from neuron_explorer.analyzers.result import Analysis
 
 
 def library_symbol(path: str, func: str) -> str:
@@ -36,14 +30,6 @@ def library_symbol(path: str, func: str) -> str:
         return func
     keep = [parts[0], *(x for x in parts[1:] if not (x.startswith("_") and not x.startswith("__")))]
     return ".".join([*keep, func])
-
-
-def user_mask(files: pd.Series) -> np.ndarray:
-    """Vectorized ``is_user_file`` over a (categorical) column: one check per distinct path."""
-    cat = files.astype("category")
-    lookup = np.array([is_user_file(str(c)) for c in cat.cat.categories] + [False], dtype=bool)
-    codes = cat.cat.codes.to_numpy()
-    return lookup[np.where(codes < 0, len(lookup) - 1, codes)]
 
 
 def _unit_of(column: str) -> str:

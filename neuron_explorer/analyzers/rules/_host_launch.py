@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.rules._evidence import num_steps, threshold_of
 from neuron_explorer.analyzers.rules.registry import RuleContext
 from neuron_explorer.trace.schema import Kind

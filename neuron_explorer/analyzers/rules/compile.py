@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution.one_time import COMPILE_EVENTS
-from neuron_explorer.analyzers.core.context import name_mask
+from neuron_explorer.analyzers.core.columns import name_mask
 from neuron_explorer.analyzers.core.intervals import merge_windows
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import lines_from, ms, num_steps, ranges

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution.one_time import in_one_time
-from neuron_explorer.analyzers.core.context import name_mask, ukey
+from neuron_explorer.analyzers.core.columns import name_mask, ukey
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import (

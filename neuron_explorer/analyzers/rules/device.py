@@ -8,9 +8,9 @@ import pandas as pd
 from neuron_explorer.analyzers.attribution import CATEGORY_LABELS, CATEGORY_NAMES
 from neuron_explorer.analyzers.attribution.one_time import overlaps_one_time
 from neuron_explorer.analyzers.core.hardware import Hardware
+from neuron_explorer.analyzers.core.kernel_names import uses_tensor_cores
 from neuron_explorer.analyzers.core.run_kind import RunKind
 from neuron_explorer.analyzers.finding import Finding, metric
-from neuron_explorer.analyzers.metrics.kernels import uses_tensor_cores
 from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._advice import compile_advice, compiled_in_trace, fused_optimizer_advice
 from neuron_explorer.analyzers.rules._evidence import attributed_wall_ns, category_ns, lines_from, ms, of_wall

@@ -10,7 +10,7 @@ import pandas as pd
 
 from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_ns, blocking_calls
 from neuron_explorer.analyzers.attribution.one_time import in_one_time
-from neuron_explorer.analyzers.core.context import name_mask
+from neuron_explorer.analyzers.core.columns import name_mask
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.metrics.source_lines import attributed_files, is_user_frame_file

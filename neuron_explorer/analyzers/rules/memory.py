@@ -10,12 +10,14 @@ import pandas as pd
 from neuron_explorer.analyzers.attribution import blocked_by_copies_ns, blocking_calls, exposed_ns
 from neuron_explorer.analyzers.attribution.one_time import in_one_time
 from neuron_explorer.analyzers.attribution.queued import copy_queue_split
-from neuron_explorer.analyzers.core.context import TraceFrames, lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
+from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.memory_live import activations_by_module, at_peak_view
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
 from neuron_explorer.analyzers.metrics.memory import NO_MEMORY_EVENTS
+from neuron_explorer.analyzers.metrics.source_lines import user_mask
 from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
@@ -27,7 +29,6 @@ from neuron_explorer.analyzers.rules._evidence import (
     ranges,
     step_unit,
     top_source_lines,
-    user_mask,
 )
 from neuron_explorer.analyzers.rules._evidence import per_step as per_step_words
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule

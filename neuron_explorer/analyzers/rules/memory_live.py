@@ -15,7 +15,7 @@ from neuron_explorer.analyzers.memory_live import LiveMemory, retained_by_line
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
 from neuron_explorer.analyzers.metrics.memory import NO_MEMORY_EVENTS
-from neuron_explorer.analyzers.rules._evidence import user_mask
+from neuron_explorer.analyzers.metrics.source_lines import user_mask
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 from neuron_explorer.trace.units import format_quantity
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution import exposed_ns
-from neuron_explorer.analyzers.core.context import name_mask, ukey
+from neuron_explorer.analyzers.core.columns import name_mask, ukey
 from neuron_explorer.analyzers.core.hardware import FOREACH_OPTIMIZERS, FUSED_OPTIMIZERS, Hardware
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.finding import Finding, metric

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from neuron_explorer.analyzers.finding import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
-    from neuron_explorer.analyzers.analysis import Analysis
     from neuron_explorer.analyzers.core.context import TraceFrames
+    from neuron_explorer.analyzers.result import Analysis
 
 
 class RuleSkipped(Exception):

@@ -45,3 +45,18 @@ def enclosing_spans(start: np.ndarray, end: np.ndarray, is_span: np.ndarray, new
         cand[rest] = nxt
         active = rest[nxt >= 0]
     return parent
+
+
+def nearest_marked_ancestor(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """For each row, the nearest row among itself and its ancestors with ``marked >= 0``
+    (the value of ``marked`` there), else -1. ``parent`` is -1 at roots. Pointer jumping."""
+    val = marked.copy()
+    jump = parent.copy()
+    while True:
+        need = (val < 0) & (jump >= 0)
+        if not need.any():
+            return val
+        idx = np.nonzero(need)[0]
+        val[idx] = val[jump[idx]]
+        active = jump >= 0
+        jump[active] = jump[jump[active]]

@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from neuron_explorer.collectors.build.graph_replay import GraphReplays
+from neuron_explorer.collectors.build.nesting import nearest_marked_ancestor
+from neuron_explorer.collectors.build.raw_events import K, _int_column
 from neuron_explorer.collectors.build.source_map import UserCode, module_name, parse_python_frame
 from neuron_explorer.trace.arrow import dict_parts, dictionary_from_codes, from_numpy
 from neuron_explorer.trace.schema import Kind, Precision
@@ -58,8 +60,6 @@ def attribute_source(
     """The src_* columns (src_file, src_line, src_func, src_module, src_precision). ``graph``:
     the trace's CUDA/HIP graph replays, resolved here (``GraphReplays.resolve``) once every
     capture-time op has its line."""
-    from neuron_explorer.collectors.build.normalize import K, _int_column, nearest_marked_ancestor
-
     n = len(kind)
     is_py = kind == K[Kind.PYTHON]
     names = [w if w is not None else "" for w in name.words]

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from neuron_explorer.environment import exclude_patterns
 from neuron_explorer.trace.frames import (
     LIBRARY_MARKERS,
-    env_excludes,
     module_name,
     parse_python_frame,
     path_origin,
@@ -47,7 +47,7 @@ class UserCode:
 
     @classmethod
     def default(cls, extra_exclude: Iterable[str] = (), include: Iterable[str] = ()) -> UserCode:
-        return cls(DEFAULT_EXCLUDE + tuple(extra_exclude) + env_excludes(), tuple(include))
+        return cls(DEFAULT_EXCLUDE + tuple(extra_exclude) + exclude_patterns(), tuple(include))
 
     def is_user(self, path: str | None) -> bool:
         return self.origin(path) == "user"

@@ -28,11 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neuron_explorer.collectors.build.normalize import RawEvents, _int_column, build_trace
+from neuron_explorer.collectors.build.normalize import build_trace
+from neuron_explorer.collectors.build.raw_events import RawEvents, _int_column
 from neuron_explorer.collectors.build.source_map import MARKER_PREFIX, UserCode
-from neuron_explorer.collectors.capture.capture_convert import _lookup, _python_rows, _src_columns
 from neuron_explorer.collectors.capture.capture_tree import FileResolver, TreeSources, walk_tree
 from neuron_explorer.collectors.capture.inferred_steps import infer_steps
+from neuron_explorer.collectors.capture.tree_columns import _lookup, _python_rows, _src_columns
 from neuron_explorer.trace.model import Trace
 
 _PY_CAT = "python_function"
@@ -115,7 +116,7 @@ def with_tree_sources(raw: RawEvents, base_ns: int, tree: TreeSources) -> RawEve
 def _python_events(
     tree: TreeSources, op_corr: np.ndarray, op_tid: np.ndarray, pid: np.ndarray, base_ns: int
 ) -> RawEvents:
-    """The tree's Python calls as rows (``capture_convert._python_rows``, as the normal path)."""
+    """The tree's Python calls as rows (``tree_columns._python_rows``, as the normal path)."""
     py = _python_rows(tree, op_corr, op_tid, pid)
     m = py["n"]
     return RawEvents(

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neuron_explorer.collectors.build.normalize import RawEvents
+from neuron_explorer.collectors.build.raw_events import RawEvents
 from neuron_explorer.trace.arrow import from_numpy, string_array
 
 #: The args of an inferred step span.

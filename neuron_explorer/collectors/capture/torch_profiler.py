@@ -39,7 +39,7 @@ from typing import Any, Literal
 import torch
 import torch.profiler
 
-from neuron_explorer import __version__, environment
+from neuron_explorer import environment
 from neuron_explorer.collectors.build._conversion import conversion_settings
 from neuron_explorer.collectors.build.source_map import UserCode
 from neuron_explorer.collectors.capture.capture_convert import convert_results, saved_export
@@ -49,6 +49,7 @@ from neuron_explorer.collectors.lines.compiled_lines import apply_compiled_lines
 from neuron_explorer.trace.atomic import OutputError
 from neuron_explorer.trace.errors import CollectorError
 from neuron_explorer.trace.model import Trace
+from neuron_explorer.version import __version__
 
 OnError = Literal["warn", "raise", "ignore"]
 

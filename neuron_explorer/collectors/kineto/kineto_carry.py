@@ -13,13 +13,11 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from neuron_explorer.collectors.build.raw_events import CARRIED
 from neuron_explorer.trace import carry
 from neuron_explorer.trace.arrow import bool_array
 from neuron_explorer.trace.repairs import NULLED
 from neuron_explorer.trace.schema import COLUMN_BY_NAME
-
-#: ``RawEvents.columns`` keys ``__carried__:<column>``: the mask of the events that carried that column.
-CARRIED = "__carried__"
 
 
 def _plain(typ: pa.DataType) -> pa.DataType:

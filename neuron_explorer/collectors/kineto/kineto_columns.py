@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neuron_explorer.collectors.build.normalize import RawEvents
+from neuron_explorer.collectors.build.raw_events import RawEvents
 from neuron_explorer.collectors.kineto import kineto_checks as checks
 from neuron_explorer.collectors.kineto.kineto_args import typed_args
 from neuron_explorer.collectors.kineto.kineto_carry import take_carried

@@ -34,9 +34,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.collectors.build._conversion import conversion_settings
-from neuron_explorer.collectors.build.normalize import RawEvents, build_trace
+from neuron_explorer.collectors.build.normalize import build_trace
+from neuron_explorer.collectors.build.raw_events import RawEvents
 from neuron_explorer.collectors.kineto import json_depth
 from neuron_explorer.collectors.kineto import kineto_checks as checks
+from neuron_explorer.collectors.kineto.chunk_decode import _check_chunk, _decode_chunk, _decode_events, _with_issues
 from neuron_explorer.collectors.kineto.kineto_args import _ARG_FIELDS, _args_decoder, _raw_text  # noqa: F401 (capture_convert)
 from neuron_explorer.collectors.kineto.kineto_columns import (  # noqa: F401 (_parse_ts: tests)
     _NO_ARGS,
@@ -52,7 +54,7 @@ from neuron_explorer.trace.arrow import loose_array as _loose_array  # noqa: F40
 from neuron_explorer.trace.errors import TraceFormatError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.paths import require_input
-from neuron_explorer.trace.repairs import DROPPED, IGNORED, KEPT_AS_TEXT, Repairs
+from neuron_explorer.trace.repairs import DROPPED, IGNORED, Repairs
 
 try:  # ISA-L's gzip is 2-3x faster than zlib's; fall back to the standard library.
     from isal import igzip as _gzip
@@ -72,8 +74,6 @@ ProgressCallback = Callable[[int, int], None]
 
 
 _top_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
-#: Checks a chunk's JSON syntax without building its events (~5% of decoding them).
-_raw_list_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def import_kineto_json(path: str | Path, progress: ProgressCallback | None = None) -> Trace:
@@ -397,67 +397,6 @@ def _update_metadata(meta: dict[str, Any], text: bytes, repairs: Repairs, path: 
     meta.update(obj)
     repairs.add(json_depth.DEEP_METADATA, IGNORED, deep)
     return events
-
-
-def _decode_chunk(blob: bytes) -> RawEvents:
-    events, deep = _decode_events(blob)
-    return _with_issues(_columns(events), deep)
-
-
-def _with_issues(raw: RawEvents, issues: dict[tuple[str, str], int]) -> RawEvents:
-    for key, count in issues.items():
-        raw.issues[key] = raw.issues.get(key, 0) + count
-    return raw
-
-
-def _check_chunk(blob: bytes) -> None:
-    """Raises ``msgspec.DecodeError`` when ``blob`` is not a JSON list (a wrong cut)."""
-    try:
-        _raw_list_decoder.decode(blob)
-    except RecursionError:
-        flat, _ = json_depth.shallow(blob, 2)
-        try:
-            _raw_list_decoder.decode(flat)
-        except RecursionError:
-            raise msgspec.DecodeError("nested too deep") from None
-
-
-def _decode_events(blob: bytes) -> tuple[list[_Event], dict[tuple[str, str], int]]:
-    """A JSON list of events, decoded; values nested deeper than the decoder goes are cut out
-    first (``json_depth``): deep args are put back verbatim, events with another deep field
-    are dropped (both counted)."""
-    try:
-        return decode_events(blob), {}
-    except RecursionError:
-        pass
-    flat, stash = json_depth.shallow(blob, 2)
-    try:
-        events = decode_events(flat)
-    except RecursionError:
-        raise msgspec.DecodeError(f"JSON nested deeper than {json_depth.DEPTH_LIMIT} levels outside args") from None
-    issues: dict[tuple[str, str], int] = {}
-    kept: list[_Event] = []
-    for e in events:
-        if e.unknown:  # (a deep value of a non-standard field: back as it was)
-            for name, raw in e.unknown.items():
-                i = json_depth.placeholder_index(raw)
-                if i is not None:
-                    e.unknown[name] = stash[i]
-        k = json_depth.placeholder_index(bytes(e.args))
-        if k is not None:
-            e.args = msgspec.Raw(stash[k])
-            issues[(json_depth.DEEP_ARGS, KEPT_AS_TEXT)] = issues.get((json_depth.DEEP_ARGS, KEPT_AS_TEXT), 0) + 1
-        if (
-            any(json_depth.is_placeholder(getattr(e, f)) for f in _PLAIN_FIELDS)
-            or json_depth.placeholder_index(bytes(e.ts)) is not None
-        ):
-            issues[(json_depth.DEEP_FIELD, DROPPED)] = issues.get((json_depth.DEEP_FIELD, DROPPED), 0) + 1
-            continue
-        kept.append(e)
-    return kept, issues
-
-
-_PLAIN_FIELDS = ("ph", "cat", "name", "pid", "tid", "dur", "id", "bp", "s", "cname", "tts")
 
 
 def _decode_chunks(

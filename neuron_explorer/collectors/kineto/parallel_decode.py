@@ -1,6 +1,6 @@
 """Decode the chunks of a large Kineto JSON trace in worker processes.
 
-Turning a chunk of JSON events into columns (``kineto_json._columns``) is ~90% of an import's
+Turning a chunk of JSON events into columns (``chunk_decode._decode_chunk``) is ~90% of an import's
 decode stage and is pure per-event Python work, so it runs in worker processes, one chunk per
 request, while the main process reads, decompresses and cuts the text into chunks. A chunk's
 columns come back pickled (~5 ms for a 4 MB chunk, vs ~100 ms to decode it). The main process
@@ -31,12 +31,13 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import Any
+
+from neuron_explorer.collectors.kineto._decode_worker import receive, send
 
 #: Chunks decoded in the main process before workers are started (small files never pay for them).
 START_AFTER_CHUNKS = 24
 MAX_WORKERS = 8
-_HEADER = 8  # bytes of a message's length prefix (little-endian)
 
 
 def worker_count() -> int:
@@ -55,24 +56,6 @@ def worker_count() -> int:
 
 class WorkerError(RuntimeError):
     """A worker process failed (not the chunk: the chunk is then decoded in the main process)."""
-
-
-def send(stream: IO[bytes], payload: bytes) -> None:
-    stream.write(len(payload).to_bytes(_HEADER, "little"))
-    stream.write(payload)
-    stream.flush()
-
-
-def receive(stream: IO[bytes]) -> bytes | None:
-    """One length-prefixed message, or None at end of stream."""
-    header = stream.read(_HEADER)
-    if len(header) < _HEADER:
-        return None
-    size = int.from_bytes(header, "little")
-    payload = stream.read(size)
-    if len(payload) < size:
-        return None
-    return payload
 
 
 class _Worker:

@@ -87,7 +87,7 @@ def _match(
     table: pa.Table, graphs: Sequence[GraphProvenance], user_code: UserCode, summary: dict[str, Any]
 ) -> tuple[np.ndarray | None, list[list[tuple[str, int, str]]]]:
     """Per event, the provenance entry whose lines it takes (-1: none), and each entry's lines."""
-    from neuron_explorer.collectors.build.normalize import nearest_marked_ancestor
+    from neuron_explorer.collectors.build.nesting import nearest_marked_ancestor
 
     n = table.num_rows
     summary.update(matched_calls=0, matched_events=0, graph_runs=0)

@@ -12,6 +12,9 @@ Public API:
   ``NEURON_RT_INSPECT_OUTPUT_DIR`` (used by ``record`` / ``profile()``).
 
 Formats, field mappings, units and assumptions: docs/neuron.md.
+
+Imports ``collectors/build/`` (every reader hands its rows to ``build_trace``) and ``trace/``;
+no module of this package imports this face.
 """
 
 from __future__ import annotations
@@ -19,12 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
-from neuron_explorer.collectors.build.normalize import RawEvents, build_trace
-from neuron_explorer.collectors.neuron.align import Alignment, align
-from neuron_explorer.collectors.neuron.events import empty_rows, profile_rows
-from neuron_explorer.collectors.neuron.frames import MAX_TIME_NS
+from neuron_explorer.collectors.neuron.events import build_device_trace
 from neuron_explorer.collectors.neuron.legacy_json import (
     KERNEL_INFO_MESSAGE,
     is_compiler_kernel_info,
@@ -34,12 +32,10 @@ from neuron_explorer.collectors.neuron.legacy_json import (
     read_legacy_json,
     read_system_json,
 )
-from neuron_explorer.collectors.neuron.metadata import profile_metadata, trace_metadata
 from neuron_explorer.collectors.neuron.model import DeviceProfile, NeuronProfileWarning
 from neuron_explorer.collectors.neuron.parquet_export import is_parquet_export, read_parquet_export
 from neuron_explorer.trace.errors import CollectorError, TraceFormatError, TraceNotFoundError
 from neuron_explorer.trace.model import Trace
-from neuron_explorer.trace.repairs import DROPPED, Repairs
 
 __all__ = [
     "DeviceProfile",
@@ -179,46 +175,6 @@ def _distinct_devices(profiles: list[DeviceProfile]) -> None:
             p.device = max(seen) + 1
             p.warn(f"NeuronCore index repeats another profile's; numbered {p.device} (profile {i})")
         seen.add(p.device)
-
-
-def build_device_trace(profiles: list[DeviceProfile], alignments: list[Alignment] | None = None) -> Trace:
-    """A trace of device profiles alone (times on the host clock where an alignment allows)."""
-    alignments = alignments or [align(p) for p in profiles]
-    parts: list[RawEvents] = []
-    streams = []
-    for p, a in zip(profiles, alignments):
-        rows, s = profile_rows(p, a)
-        parts.extend(rows)
-        streams.extend(s)
-    neuron = profile_metadata(profiles, alignments, streams)
-    meta = trace_metadata(profiles, neuron)
-    repairs = Repairs()
-    for p in profiles:
-        repairs.merge(p.repairs)
-        p.repairs.warn(p.source, stacklevel=4)
-    if not parts:
-        if not all(p.metrics_only for p in profiles):
-            raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
-        parts = [empty_rows()]  # a summary-json export: metrics only
-    late = Repairs()
-    raw = _within_time_range(RawEvents.concat(parts), late, profiles[0].source)
-    late.warn(profiles[0].source, stacklevel=4)
-    repairs.merge(late)
-    repairs.record(meta)
-    return build_trace(raw, meta, source=profiles[0].source)
-
-
-def _within_time_range(raw: RawEvents, repairs: Repairs, path: Path) -> RawEvents:
-    """Drop the rows that alignment to the host clock moved past +-4e18 ns (each device time is
-    within it before: ``frames.event_times``)."""
-    start, dur = np.asarray(raw.start_ns, np.int64), np.asarray(raw.dur_ns, np.int64)
-    keep = (np.abs(start) <= MAX_TIME_NS) & (dur >= 0) & (dur <= MAX_TIME_NS)
-    if keep.all():
-        return raw
-    repairs.add("device events past +-4e18 ns on the host clock", DROPPED, int(np.count_nonzero(~keep)))
-    if not keep.any():
-        raise TraceFormatError("no valid event: every device event is past +-4e18 ns on the host clock", path)
-    return raw.filter(keep)
 
 
 def import_neuron_profile(path: str | Path, separate_ok: bool = False) -> Trace:

@@ -1,4 +1,4 @@
-"""When the NeuronCore engines really worked: the active-time table and semaphore waits.
+"""When the NeuronCore engines really worked: semaphore waits against the active-time table.
 
 An engine that waits on a semaphore runs an instruction (``EVENT_SEMAPHORE``) for as long as
 it waits: on a mostly idle core those waits cover almost the whole run. The export's own
@@ -7,7 +7,7 @@ intervals without them; its union per engine is the Summary's engine active time
 real files). So engine active time comes from that table when present, and an instruction is a
 *wait* when its opcode is a semaphore wait or, where the engine has active intervals, when less
 than half of it lies inside them. Waits stay in the trace as annotations on their engine's
-queue, never as compute.
+queue, never as compute. The active-time table itself is read by ``frames.active_intervals``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,6 @@ import re
 
 import numpy as np
 import pandas as pd
-
-from neuron_explorer.collectors.neuron.frames import event_times
-from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_engine
-from neuron_explorer.trace.repairs import IGNORED
 
 WAIT_OPCODE = re.compile(r"SEMAPHORE|^WAIT|_WAIT$|^SEM_", re.I)
 #: Semaphore instructions that do work rather than wait: ``EVENT_SEMAPHORE_RANGE_CLEAR`` resets
@@ -30,24 +26,6 @@ WORK_OPCODE = re.compile(
 )
 #: An instruction is a wait when less than this share of it lies inside its engine's active time.
 MIN_ACTIVE_SHARE = 0.5
-
-
-def active_intervals(df: pd.DataFrame, profile: DeviceProfile, origin: int) -> pd.DataFrame:
-    """Active-time rows as ``engine`` (canonical), ``pcore``, ``start_ns``, ``dur_ns``."""
-    if not len(df) or "start_ts" not in df or not ({"end_ts", "duration_ns"} & set(df.columns)):
-        if len(df):
-            profile.warn(
-                "active-time table lacks start_ts and end_ts/duration_ns: engine active time from instructions"
-            )
-        return pd.DataFrame(columns=["engine", "pcore", "start_ns", "dur_ns"])
-    out = df.rename(columns={"start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns"})
-    out = event_times(out.copy(), None, profile, "active_time records", None, origin, IGNORED)
-    engine = out["engine"] if "engine" in out else pd.Series(None, index=out.index)
-    cats = engine.astype(object).where(engine.notna(), "").astype(str).astype("category")
-    out["engine"] = cats.map({c: canonical_engine(c) for c in cats.cat.categories}).astype(object)
-    pcore = out["pcore_idx"] if "pcore_idx" in out else pd.Series(0, index=out.index)
-    out["pcore"] = pd.to_numeric(pcore, errors="coerce").fillna(0).astype(np.int64)
-    return out.loc[out["engine"].notna(), ["engine", "pcore", "start_ns", "dur_ns"]].reset_index(drop=True)
 
 
 def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

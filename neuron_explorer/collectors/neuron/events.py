@@ -9,14 +9,18 @@ direction, collective operations (and DMAs flagged as collective traffic) ``coll
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from neuron_explorer.collectors.build.normalize import RawEvents
-from neuron_explorer.collectors.neuron.align import Alignment
+from neuron_explorer.collectors.build.normalize import build_trace
+from neuron_explorer.collectors.build.raw_events import RawEvents
+from neuron_explorer.collectors.neuron.align import Alignment, align
+from neuron_explorer.collectors.neuron.frames import MAX_TIME_NS
+from neuron_explorer.collectors.neuron.metadata import profile_metadata, trace_metadata
 from neuron_explorer.collectors.neuron.model import (
     CC_STREAM_BASE,
     DMA_STREAM_BASE,
@@ -25,6 +29,9 @@ from neuron_explorer.collectors.neuron.model import (
     PCORE_STRIDE,
     DeviceProfile,
 )
+from neuron_explorer.trace.errors import TraceFormatError
+from neuron_explorer.trace.model import Trace
+from neuron_explorer.trace.repairs import DROPPED, Repairs
 from neuron_explorer.trace.schema import Kind, Precision
 
 CAT_INSTRUCTION = "neuron_kernel"
@@ -306,3 +313,43 @@ def _system_rows(sp: pd.DataFrame, dev: int) -> list[RawEvents]:
             )
         )
     return out
+
+
+def build_device_trace(profiles: list[DeviceProfile], alignments: list[Alignment] | None = None) -> Trace:
+    """A trace of device profiles alone (times on the host clock where an alignment allows)."""
+    alignments = alignments or [align(p) for p in profiles]
+    parts: list[RawEvents] = []
+    streams = []
+    for p, a in zip(profiles, alignments):
+        rows, s = profile_rows(p, a)
+        parts.extend(rows)
+        streams.extend(s)
+    neuron = profile_metadata(profiles, alignments, streams)
+    meta = trace_metadata(profiles, neuron)
+    repairs = Repairs()
+    for p in profiles:
+        repairs.merge(p.repairs)
+        p.repairs.warn(p.source, stacklevel=4)
+    if not parts:
+        if not all(p.metrics_only for p in profiles):
+            raise TraceFormatError("the Neuron profile holds no events", profiles[0].source)
+        parts = [empty_rows()]  # a summary-json export: metrics only
+    late = Repairs()
+    raw = _within_time_range(RawEvents.concat(parts), late, profiles[0].source)
+    late.warn(profiles[0].source, stacklevel=4)
+    repairs.merge(late)
+    repairs.record(meta)
+    return build_trace(raw, meta, source=profiles[0].source)
+
+
+def _within_time_range(raw: RawEvents, repairs: Repairs, path: Path) -> RawEvents:
+    """Drop the rows that alignment to the host clock moved past +-4e18 ns (each device time is
+    within it before: ``frames.event_times``)."""
+    start, dur = np.asarray(raw.start_ns, np.int64), np.asarray(raw.dur_ns, np.int64)
+    keep = (np.abs(start) <= MAX_TIME_NS) & (dur >= 0) & (dur <= MAX_TIME_NS)
+    if keep.all():
+        return raw
+    repairs.add("device events past +-4e18 ns on the host clock", DROPPED, int(np.count_nonzero(~keep)))
+    if not keep.any():
+        raise TraceFormatError("no valid event: every device event is past +-4e18 ns on the host clock", path)
+    return raw.filter(keep)

@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.collectors.build.source_map import UserCode
+from neuron_explorer.collectors.neuron.activity import mark_waits
 from neuron_explorer.collectors.neuron.model import DeviceProfile, canonical_engine
+from neuron_explorer.trace.repairs import IGNORED
 
 _MEMORY_TOKENS = {"SB": "SBUF", "SBUF": "SBUF", "STATEBUFFER": "SBUF", "PSUM": "PSUM", "HOST": "HOST"}
 #: Memory names that say nothing about where the data is: they stay unknown (null).
@@ -168,9 +170,26 @@ def times(df: pd.DataFrame, origin: int) -> pd.DataFrame:
     return df
 
 
+def active_intervals(df: pd.DataFrame, profile: DeviceProfile, origin: int) -> pd.DataFrame:
+    """Active-time rows as ``engine`` (canonical), ``pcore``, ``start_ns``, ``dur_ns``."""
+    if not len(df) or "start_ts" not in df or not ({"end_ts", "duration_ns"} & set(df.columns)):
+        if len(df):
+            profile.warn(
+                "active-time table lacks start_ts and end_ts/duration_ns: engine active time from instructions"
+            )
+        return pd.DataFrame(columns=["engine", "pcore", "start_ns", "dur_ns"])
+    out = df.rename(columns={"start_ts": "start_ns", "end_ts": "end_ns", "duration_ns": "dur_ns"})
+    out = event_times(out.copy(), None, profile, "active_time records", None, origin, IGNORED)
+    engine = out["engine"] if "engine" in out else pd.Series(None, index=out.index)
+    cats = engine.astype(object).where(engine.notna(), "").astype(str).astype("category")
+    out["engine"] = cats.map({c: canonical_engine(c) for c in cats.cat.categories}).astype(object)
+    pcore = out["pcore_idx"] if "pcore_idx" in out else pd.Series(0, index=out.index)
+    out["pcore"] = pd.to_numeric(pcore, errors="coerce").fillna(0).astype(np.int64)
+    return out.loc[out["engine"].notna(), ["engine", "pcore", "start_ns", "dur_ns"]].reset_index(drop=True)
+
+
 def finish_instructions(df: pd.DataFrame, profile: DeviceProfile, active: pd.DataFrame | None = None) -> pd.DataFrame:
     """Instructions with canonical engines, source lines and ``is_wait`` (see ``activity``)."""
-    from neuron_explorer.collectors.neuron.activity import mark_waits
 
     df = ensure(
         df,

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.collectors.neuron.align import Alignment, align, exec_events
+from neuron_explorer.collectors.neuron.events import build_device_trace
 from neuron_explorer.collectors.neuron.model import DeviceProfile
 from neuron_explorer.trace.model import Trace, conform
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind, Precision
@@ -203,8 +204,6 @@ def _inherit_source(table: pa.Table, rows: np.ndarray, ops: np.ndarray) -> pa.Ta
 def join_profiles(
     trace: Trace, profiles: list[DeviceProfile], source: Path, max_gap_ns: int = DEFAULT_MAX_GAP_NS
 ) -> Trace:
-    from neuron_explorer.collectors.neuron import build_device_trace
-
     alignments = []
     for p in profiles:
         a = align(p)

@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.collectors.neuron import frames as F
-from neuron_explorer.collectors.neuron.activity import active_intervals
 from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers, queue_table
 from neuron_explorer.collectors.neuron.model import DeviceProfile, core_index
 from neuron_explorer.trace.errors import TraceFormatError
@@ -209,7 +208,7 @@ def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
 
     active = _records(obj, "active_time", path)
     if len(active):
-        profile.active = active_intervals(active, profile, _origin(active, "start_ts", meta))
+        profile.active = F.active_intervals(active, profile, _origin(active, "start_ts", meta))
     ins = _records(obj, "instruction", path)
     for key, table in (("instruction", ins), ("active_time", active)):
         profile.unknown_columns[key] = sorted(set(map(str, table.columns)) - KNOWN_FIELDS[key])

@@ -8,7 +8,6 @@ from typing import Any
 
 import pandas as pd
 
-from neuron_explorer import __version__
 from neuron_explorer.collectors.neuron.align import Alignment
 from neuron_explorer.collectors.neuron.model import (
     ENGINES,
@@ -17,6 +16,7 @@ from neuron_explorer.collectors.neuron.model import (
     engine_table,
     normalize_summary,
 )
+from neuron_explorer.version import __version__
 
 
 def profile_metadata(

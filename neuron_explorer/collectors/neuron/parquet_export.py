@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from neuron_explorer.collectors.neuron import frames as F
-from neuron_explorer.collectors.neuron.activity import active_intervals
 from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers
 from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile, core_index
 from neuron_explorer.collectors.neuron.parquet_fields import (
@@ -121,7 +120,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
         )
         origin = first_hw if first_hw is not None and len(ins) and ins["start_ts"].min() >= first_hw else 0
         if "ActiveTime" in files:
-            profile.active = active_intervals(_read(files["ActiveTime"], "ActiveTime"), profile, origin)
+            profile.active = F.active_intervals(_read(files["ActiveTime"], "ActiveTime"), profile, origin)
         profile.instructions = _instructions(ins, files, origin, profile)
     else:
         profile.warn("Instruction table missing: no engine activity in this profile")

@@ -3,6 +3,8 @@
 ``write_report(trace, path)`` analyzes the trace (or takes an ``Analysis`` already computed),
 builds the page's data (``data.build_report_data``), renders it (``render.render_html``) and
 writes one HTML file that needs no network. See docs/report.md.
+
+Imports ``analyzers/``, ``trace/`` and ``reports``' shared helpers; its modules never import this face.
 """
 
 from __future__ import annotations

@@ -17,16 +17,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from neuron_explorer import __version__
-from neuron_explorer.analyzers.core.context import ukey
+from neuron_explorer.analyzers.core.columns import ukey
 from neuron_explorer.reports.fixes import fixes_line
 from neuron_explorer.reports.html import figures, perf_figures
-from neuron_explorer.reports.html.timeline import STEP_BUDGET, StringTable, build_timeline
+from neuron_explorer.reports.html.timeline import STEP_BUDGET, build_timeline
+from neuron_explorer.reports.html.timeline_events import StringTable
 from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.line_coverage import coverage_text
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.units import format_line_value, format_metric, format_quantity
+from neuron_explorer.version import __version__
 
 if TYPE_CHECKING:
     from neuron_explorer.analyzers import Analysis

@@ -14,10 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from neuron_explorer import __version__
 from neuron_explorer.reports.html.escape import html_text, json_for_script
 from neuron_explorer.trace.atomic import atomic_path
 from neuron_explorer.trace.errors import NeuronExplorerError
+from neuron_explorer.version import __version__
 
 _SLOT = re.compile(r"<!--@(\w+)@-->")
 _SCRIPT_END = re.compile(r"</script|<!--", re.IGNORECASE)
@@ -65,4 +65,4 @@ def plotly_bundle() -> tuple[str, str]:
 
 @cache
 def _template(name: str) -> str:
-    return resources.files("neuron_explorer.reports.html").joinpath("templates", name).read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("templates", name).read_text(encoding="utf-8")  # (this package's data)

@@ -11,7 +11,6 @@ and repeat thousands of times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,9 +18,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neuron_explorer.analyzers.core.context import ukey
+from neuron_explorer.analyzers.core.columns import ukey
 from neuron_explorer.reports.colors import kind_color
-from neuron_explorer.reports.html.timeline_events import nesting_depth, step_entry
+from neuron_explorer.reports.html.timeline_events import StringTable, nesting_depth, step_entry
 from neuron_explorer.reports.location import Locations
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.schema import DEVICE_KINDS, Kind
@@ -44,27 +43,6 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-@dataclass
-class StringTable:
-    """Interns strings so each appears once in the page; index -1 means "none"."""
-
-    values: list[str] = field(default_factory=list)
-    _index: dict[str, int] = field(default_factory=dict)
-
-    def codes(self, strings: pd.Series) -> np.ndarray:
-        """The index of each string (-1 for null), interning the new ones."""
-        cat = strings.astype("category").cat.remove_unused_categories()  # intern only what is shown
-        lookup = np.array([self.add(str(v)) for v in cat.cat.categories] + [-1], dtype=np.int64)
-        return lookup[cat.cat.codes.to_numpy()]  # code -1 (null) picks the trailing -1
-
-    def add(self, value: str) -> int:
-        idx = self._index.get(value)
-        if idx is None:
-            idx = self._index[value] = len(self.values)
-            self.values.append(value)
-        return idx
-
-
 def build_timeline(
     trace: Trace,
     steps: pd.DataFrame,
@@ -76,7 +54,7 @@ def build_timeline(
 
     ``steps`` has one row per (rank, step) with ``start_ns`` and ``dur_ns`` (the analysis'
     step table); when it is empty the whole trace is one window (step -1). ``critical``: the
-    (rank, event id) keys (``context.ukey``) of the events on the critical paths, which the
+    (rank, event id) keys (``columns.ukey``) of the events on the critical paths, which the
     page outlines (``ev.crit``).
     """
     payload: dict[str, Any] = {

@@ -11,7 +11,8 @@ page can draw the flow; the longest events carry their args for the details pane
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,8 +21,27 @@ from neuron_explorer.reports.location import Locations
 from neuron_explorer.reports.names import demangle
 from neuron_explorer.trace.schema import DEVICE_KINDS
 
-if TYPE_CHECKING:
-    from neuron_explorer.reports.html.timeline import StringTable
+
+@dataclass
+class StringTable:
+    """Interns strings so each appears once in the page; index -1 means "none"."""
+
+    values: list[str] = field(default_factory=list)
+    _index: dict[str, int] = field(default_factory=dict)
+
+    def codes(self, strings: pd.Series) -> np.ndarray:
+        """The index of each string (-1 for null), interning the new ones."""
+        cat = strings.astype("category").cat.remove_unused_categories()  # intern only what is shown
+        lookup = np.array([self.add(str(v)) for v in cat.cat.categories] + [-1], dtype=np.int64)
+        return lookup[cat.cat.codes.to_numpy()]  # code -1 (null) picks the trailing -1
+
+    def add(self, value: str) -> int:
+        idx = self._index.get(value)
+        if idx is None:
+            idx = self._index[value] = len(self.values)
+            self.values.append(value)
+        return idx
+
 
 #: Events a step keeps args for (the longest), and the longest args text kept.
 ARGS_EVENTS = 300

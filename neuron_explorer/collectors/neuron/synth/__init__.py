@@ -7,6 +7,8 @@ SystemProfileEvents, StackFrame*, Summary, Metadata, SchemaFields); ``write_lega
 JSON that launched it. All three come from one timeline with a planted bottleneck
 (``timeline``), follow the conventions confirmed on real files (docs/neuron.md) and return the
 ground truth the tests compare against.
+
+Writes files only; it imports ``collectors/neuron``'s model and the layers below, and nothing reads it but tests, benchmarks and demos.
 """
 
 from neuron_explorer.collectors.neuron.synth.framework import write_framework_trace
