@@ -77,14 +77,20 @@ def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _map_keys_first(keys: np.ndarray, target_keys: np.ndarray, target_rows: np.ndarray) -> np.ndarray:
     """Like ``_map_keys`` but the first target of each key wins (rows are start-ordered, the
-    outermost event first)."""
+    outermost event first): the value of the first table entry with each key, else -1. The one
+    key look-up of the collectors (the capture's tree columns and compiled lines use it too)."""
+    out = np.full(keys.size, -1, np.int64)
+    if target_keys.size == 0 or keys.size == 0:
+        return out
     order = np.argsort(target_keys, kind="stable")
     tk, tr = target_keys[order], target_rows[order]
     first = np.ones(tk.size, bool)
     first[1:] = tk[1:] != tk[:-1]
     tk, tr = tk[first], tr[first]
     pos = np.minimum(np.searchsorted(tk, keys), tk.size - 1)
-    return np.where(tk[pos] == keys, tr[pos], -1)
+    hit = tk[pos] == keys
+    out[hit] = tr[pos[hit]]
+    return out
 
 
 def _bind_flow_endpoints_slow(

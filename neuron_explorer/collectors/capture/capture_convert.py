@@ -26,12 +26,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.collectors.build.event_links import _map_keys_first
 from neuron_explorer.collectors.build.normalize import build_trace
 from neuron_explorer.collectors.build.raw_events import RawEvents
 from neuron_explorer.collectors.build.source_map import MARKER_PREFIX, UserCode
 from neuron_explorer.collectors.capture.capture_tree import _BACKWARD_PREFIX, FileResolver, TreeSources, walk_tree
 from neuron_explorer.collectors.capture.inferred_steps import infer_steps
-from neuron_explorer.collectors.capture.tree_columns import _lookup, _python_rows, _src_columns
+from neuron_explorer.collectors.capture.tree_columns import _python_rows, _src_columns
 from neuron_explorer.collectors.kineto.kineto_json import _ARG_FIELDS, _args_decoder, _loose_array, _raw_text
 from neuron_explorer.collectors.lines.operator_lines import OperatorLines
 from neuron_explorer.trace.model import Trace
@@ -277,10 +278,10 @@ def _assemble(acts: list[Any], c: dict[str, Any], tree: TreeSources) -> RawEvent
     src_act = np.zeros(n_act, np.int64)
     if tree.op_corr:
         src_act = np.where(
-            is_op, _lookup(corr, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64)), 0
+            is_op, _map_keys_first(corr, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64)), 0
         )
     if tree.alloc_start:
-        at = _lookup(start, np.asarray(tree.alloc_start, np.int64), np.asarray(tree.alloc_src, np.int64))
+        at = _map_keys_first(start, np.asarray(tree.alloc_start, np.int64), np.asarray(tree.alloc_src, np.int64))
         src_act = np.where(is_instant, at, src_act)
     src_act = np.maximum(src_act, 0)
 

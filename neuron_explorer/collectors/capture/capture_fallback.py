@@ -28,12 +28,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.collectors.build.event_links import _map_keys_first
 from neuron_explorer.collectors.build.normalize import build_trace
 from neuron_explorer.collectors.build.raw_events import RawEvents, _int_column
 from neuron_explorer.collectors.build.source_map import MARKER_PREFIX, UserCode
 from neuron_explorer.collectors.capture.capture_tree import FileResolver, TreeSources, walk_tree
 from neuron_explorer.collectors.capture.inferred_steps import infer_steps
-from neuron_explorer.collectors.capture.tree_columns import _lookup, _python_rows, _src_columns
+from neuron_explorer.collectors.capture.tree_columns import _python_rows, _src_columns
 from neuron_explorer.trace.model import Trace
 
 _PY_CAT = "python_function"
@@ -104,10 +105,12 @@ def with_tree_sources(raw: RawEvents, base_ns: int, tree: TreeSources) -> RawEve
     # exact sources: ops by External id (= correlation id), allocations by start time
     src = np.zeros(n, np.int64)
     if tree.op_corr:
-        by_op = _lookup(ext, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64))
+        by_op = _map_keys_first(ext, np.asarray(tree.op_corr, np.int64), np.asarray(tree.op_src, np.int64))
         src = np.where(is_op, by_op, 0)
     if tree.alloc_start:
-        at = _lookup(start + base_ns, np.asarray(tree.alloc_start, np.int64), np.asarray(tree.alloc_src, np.int64))
+        at = _map_keys_first(
+            start + base_ns, np.asarray(tree.alloc_start, np.int64), np.asarray(tree.alloc_src, np.int64)
+        )
         src = np.where(cats == _INSTANT_CAT, at, src)
     raw.src = _src_columns(tree, np.maximum(src, 0))
     return RawEvents.concat([raw, _python_events(tree, ext[is_op], tid[is_op], pid[is_op], base_ns)])

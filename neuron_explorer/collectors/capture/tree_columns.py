@@ -17,23 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neuron_explorer.collectors.build.event_links import _map_keys_first
 from neuron_explorer.collectors.capture.capture_tree import TreeSources
-
-
-def _lookup(keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray) -> np.ndarray:
-    """The value of the first table entry with each key, else -1."""
-    out = np.full(keys.size, -1, np.int64)
-    if table_keys.size == 0 or keys.size == 0:
-        return out
-    order = np.argsort(table_keys, kind="stable")
-    tk, tv = table_keys[order], table_vals[order]
-    first = np.ones(tk.size, bool)
-    first[1:] = tk[1:] != tk[:-1]
-    tk, tv = tk[first], tv[first]
-    pos = np.minimum(np.searchsorted(tk, keys), tk.size - 1)
-    hit = tk[pos] == keys
-    out[hit] = tv[pos[hit]]
-    return out
 
 
 def _thread_ids(values: list[int]) -> np.ndarray:
@@ -52,12 +37,12 @@ def _python_rows(tree: TreeSources, op_corr: np.ndarray, op_sys_tid: np.ndarray,
     out: dict[str, Any] = {"n": n}
     # profiler thread id -> system thread id, learned from ops seen both in the tree and as activities
     tree_tid = _thread_ids(tree.op_tid)
-    sys_tid = _lookup(np.asarray(tree.op_corr, np.int64), op_corr, op_sys_tid)
+    sys_tid = _map_keys_first(np.asarray(tree.op_corr, np.int64), op_corr, op_sys_tid)
     known = sys_tid >= 0
     mapping_keys, first = np.unique(tree_tid[known], return_index=True)
     mapping_vals = sys_tid[known][first]
     py_tid = _thread_ids(tree.py_tid)
-    mapped = _lookup(py_tid, mapping_keys, mapping_vals)
+    mapped = _map_keys_first(py_tid, mapping_keys, mapping_vals)
     host_pid = int(np.bincount(pid - pid.min()).argmax() + pid.min()) if pid.size else os.getpid()
     out["tid"] = np.where(mapped >= 0, mapped, py_tid)
     out["pid"] = np.full(n, host_pid, np.int64)

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from neuron_explorer.collectors.build.event_links import _map_keys_first
 from neuron_explorer.collectors.build.source_map import UserCode
 from neuron_explorer.collectors.lines.inductor_provenance import GraphProvenance
 from neuron_explorer.trace.arrow import dict_parts, dictionary_from_codes, from_numpy, string_array, to_numpy
@@ -207,9 +208,9 @@ def _match(
     base = base_keys[:, 0] * width + base_keys[:, 1]
     counts = np.array([handles_of[(int(a), int(b))] for a, b in base_keys], np.int64)
     cand_base = cand_graph * width + kcodes[cand]
-    count = _lookup(cand_base, base, counts)
+    count = _map_keys_first(cand_base, base, counts)
     j = np.where(count == 1, 0, ordinal_arr)
-    found = _lookup(np.where(j < deepest, cand_base * deepest + j, -1), keys, np.array(table_entry, np.int64))
+    found = _map_keys_first(np.where(j < deepest, cand_base * deepest + j, -1), keys, np.array(table_entry, np.int64))
     entry_of = np.full(n, -1, np.int64)
     entry_of[cand] = found
     matched = entry_of >= 0
@@ -226,19 +227,6 @@ def _match(
         owner = np.where(linked & (owner < 0), entry_of[np.maximum(op, 0)], owner)
     summary["matched_events"] = int(np.count_nonzero(owner >= 0))
     return owner, entries
-
-
-def _lookup(keys: np.ndarray, table_keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The value of each key in the table (keys unique), else -1."""
-    out = np.full(keys.size, -1, np.int64)
-    if table_keys.size == 0:
-        return out
-    order = np.argsort(table_keys)
-    tk, tv = table_keys[order], values[order]
-    pos = np.minimum(np.searchsorted(tk, keys), tk.size - 1)
-    hit = tk[pos] == keys
-    out[hit] = tv[pos[hit]]
-    return out
 
 
 def _choose_graph(
