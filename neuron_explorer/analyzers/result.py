@@ -89,6 +89,8 @@ class Analysis:
     #: The events on the critical paths (rank, step, on_rank, event_id, ns): what a timeline highlights.
     critical_events_source: Callable[[], pd.DataFrame] | None = field(default=None, repr=False)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: (rule_id, one line) for each rule that raised on this trace (its findings are missing)
+    rule_errors: list[tuple[str, str]] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
 
@@ -124,6 +126,7 @@ class Analysis:
             "findings": [_jsonable(f.to_dict()) for f in self.findings],
             "fixes": _jsonable(self.fixes),
             "skipped": [{"rule_id": r, "reason": why} for r, why in self.skipped],
+            "rule_errors": [{"rule_id": r, "error": why} for r, why in self.rule_errors],
             "rules_run": list(self.rules_run),
             "memory_summary": _jsonable(self.memory_summary),
             "launch_summary": _jsonable(self.launch_summary),

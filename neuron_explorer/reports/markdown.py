@@ -152,6 +152,7 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         out.append("")
     if function_level:
         out += [f"_{_cell(function_level_hint(a.summary.get('collector')))}_", ""]
+    out += [f"> **{_cell(line)}**" for _r, line in a.rule_errors] + ([""] if a.rule_errors else [])
     if a.skipped:
         out += [f"<details><summary>{_cell(skipped_summary(a.skipped))}</summary>", ""]
         out += [f"- `{rid}`: {_cell(why)}" for rid, why in a.skipped]

@@ -66,6 +66,8 @@ def render(
     console.print(f"\n[bold]Findings ({len(findings)}, most costly first)[/bold]")
     if not findings:
         console.print("No problems detected by the rules that ran.")
+    for _rid, line in a.rule_errors:
+        print_prose(console, Text(printable(line), style="yellow"))
     if fixes_line(a.fixes):
         print_prose(console, Text(fixes_line(a.fixes) or ""))
     for i, f in enumerate(findings, 1):

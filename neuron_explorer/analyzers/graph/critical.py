@@ -156,8 +156,15 @@ def _path(rep: Replay, runs: np.ndarray, end_node: int, t_start: int) -> np.ndar
     the first node starting at or before ``t_start``: one step per run, not per node."""
     pieces = []
     v = end_node
+    seen: set[int] = set()  # run starts walked: a binding chain can close on itself (below)
     while True:
         a = int(runs[v])
+        if a in seen:
+            # An edge of negative delay (an event whose clock contradicts its dependency: a
+            # copy stamped at ts 0) lets a binding chain return to a run it left; the path ends
+            # where it would repeat, so the walk is at most one step per run on any input.
+            break
+        seen.add(a)
         # the last node of the run starting at or before t_start ends the walk (starts ascend)
         pos = int(np.searchsorted(rep.start[a : v + 1], t_start, side="right")) - 1
         if pos >= 0:

@@ -11,6 +11,7 @@ list the rules).
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -49,18 +50,28 @@ def all_rules() -> dict[str, Rule]:
 def run_rules(
     analysis: Analysis, frames: TraceFrames, selected: Sequence[Rule], overrides: dict[str, float]
 ) -> tuple[list[Finding], list[tuple[str, str]]]:
-    """Run ``selected`` rules; returns (findings most costly first, [(rule_id, skip reason)])."""
+    """Run ``selected`` rules; returns (findings most costly first, [(rule_id, skip reason)]).
+
+    Each rule runs isolated: one that raises (a bug: a column of a type it did not expect)
+    loses its own findings only. ``analysis.rule_errors`` gets one line naming it, the other
+    rules and the verdict still come out, and with ``NEURON_EXPLORER_STRICT_RULES=1`` (the
+    test suite sets it) the exception propagates so a test fails loudly."""
     findings: list[Finding] = []
     skipped: list[tuple[str, str]] = []
     for r in selected:  # one call per rule: the rules themselves work on whole columns
         ctx = RuleContext(analysis, frames, r, overrides)
         try:
-            found = r.func(ctx) or []
+            found = cap_severity_by_cost(r.func(ctx) or [], r, analysis)
         except RuleSkipped as exc:
             reason = str(exc)
             skipped.append((r.id, reason if reason.startswith("skipped") else f"skipped: {reason}"))
             continue
-        findings.extend(cap_severity_by_cost(found, r, analysis))
+        except Exception as exc:
+            if strict_rules():
+                raise
+            analysis.rule_errors.append((r.id, rule_failure_line(r.id, exc)))
+            continue
+        findings.extend(found)
     # a fix that is an edit is priced by replay, the others' costs become a part of one
     # attribution category no other finding claims (the ledger); a claim cut below the severity
     # floor by that is shown as info too
@@ -70,6 +81,24 @@ def run_rules(
         cap_severity_by_cost([f], RULES[f.rule_id], analysis)
     findings.sort(key=lambda f: (-SEVERITY_RANK[f.severity], -f.cost_ns, f.rule_id))
     return findings, skipped
+
+
+def rule_failure_line(rule_id: str, exc: BaseException) -> str:
+    """One line saying that ``rule_id`` failed and where, for a bug report."""
+    tb = exc.__traceback__
+    where = ""
+    while tb is not None:  # the innermost frame inside the package names the site
+        code = tb.tb_frame.f_code
+        if "neuron_explorer" in code.co_filename:
+            where = f" at {code.co_filename.rsplit('neuron_explorer', 1)[-1].lstrip('/')}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    text = " ".join(str(exc).split())[:300]
+    return f"rule {rule_id} failed on this trace ({type(exc).__name__}: {text}{where}); its findings are missing, the others stand. Please report it."
+
+
+def strict_rules() -> bool:
+    """Whether a failing rule raises (``NEURON_EXPLORER_STRICT_RULES=1``: the test suite)."""
+    return os.environ.get("NEURON_EXPLORER_STRICT_RULES", "") == "1"
 
 
 def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> list[Finding]:

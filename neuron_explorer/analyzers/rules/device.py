@@ -213,6 +213,8 @@ def tensor_cores(ctx: RuleContext) -> list[Finding]:
         return []
     tc = uses_tensor_cores(gemm["name"]).to_numpy()
     gemm_ns = float(gemm["total_ns"].sum())
+    if not gemm_ns > 0:  # GEMM kernels without durations (dur 0 is valid: docs/schema.md)
+        raise RuleSkipped("skipped: the GEMM kernels have no recorded duration")
     non_tc_ns = float(gemm.loc[~tc, "total_ns"].sum())
     non_tc_pct = 100.0 * non_tc_ns / gemm_ns
     gemm_pct = 100.0 * gemm_ns / float(k["total_ns"].sum())

@@ -200,7 +200,8 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
     ops = table(analysis.ops, OP_COLUMNS)
     line_rows = source_line_rows(analysis.source_lines, where)
     lines = table(line_rows, LINE_COLUMNS, titles={"location": "path"})
-    notes = [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
+    notes = [str(line) for _r, line in analysis.rule_errors]
+    notes += [f"The profile itself warns: {w}" for w in analysis.summary.get("profile_warnings") or []]
     notes += _notes(timeline, kernels, ops, lines)
     if len(line_rows) and (line_rows.get("src_precision") == "function").any():
         notes.append(function_level_hint(analysis.summary.get("collector")))
