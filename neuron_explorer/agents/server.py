@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from neuron_explorer.agents import views
 from neuron_explorer.agents.budget import (
@@ -36,13 +37,15 @@ from neuron_explorer.agents.budget import (
 from neuron_explorer.agents.catalog import TraceCatalog
 from neuron_explorer.agents.docs import DOCS, DocNotFoundError, doc_text
 from neuron_explorer.agents.source import SourceAccess, SourceAccessError
-from neuron_explorer.agents.sql import DEFAULT_TIMEOUT_S, MAX_ROWS, SqlSandbox
+from neuron_explorer.agents.sql import DEFAULT_TIMEOUT_S, MAX_ROWS
+from neuron_explorer.agents.sql_process import SqlSandbox
 from neuron_explorer.agents.tables import describe_tables, events_table, metrics_tables
 from neuron_explorer.agents.tools import TOOLS
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
+logger = logging.getLogger("neuron_explorer.agents")
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
@@ -81,23 +84,33 @@ MaxCharsArg = Annotated[
 OffsetArg = Annotated[int, Field(description="Rows to skip (for the next page: the answer's truncation.next_offset).")]
 
 
-def _answer_in_budget(name: str, fn: Callable[..., dict[str, Any]]) -> Callable[..., str]:
+#: Seconds a tool call may take (``mcp --tool-timeout``); SQL has its own limit (``--sql-timeout``).
+DEFAULT_TOOL_TIMEOUT_S = 300.0
+
+
+def _answer_in_budget(name: str, fn: Callable[..., dict[str, Any]], timeout_s: float) -> Callable[..., str]:
     """``fn`` as a tool: its answer as compact JSON within ``max_chars`` (a parameter added to
-    every tool), sent once as text; a NeuronExplorerError is the caller's mistake and becomes a
-    tool error with its message."""
+    every tool), sent once as text, within ``timeout_s``; a NeuronExplorerError is the caller's
+    mistake and becomes a tool error with its message, any other failure one line naming it."""
     info = TOOLS[name]
     signature = inspect.signature(fn, eval_str=True)
     passes_max_chars = "max_chars" in signature.parameters
+
+    def answer(budget: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        result = fn(*args, max_chars=budget, **kwargs) if passes_max_chars else fn(*args, **kwargs)
+        offset = kwargs.get("offset", 0) if info.pages else None
+        return fit(result, budget, info.how_to_page, offset=offset, pages=info.pages)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, max_chars: int = DEFAULT_MAX_CHARS, **kwargs: Any) -> str:
         try:
             budget = check_max_chars(max_chars)
-            answer = fn(*args, max_chars=budget, **kwargs) if passes_max_chars else fn(*args, **kwargs)
-            offset = kwargs.get("offset", 0) if info.pages else None
-            return fit(answer, budget, info.how_to_page, offset=offset, pages=info.pages)
+            return _within(timeout_s, name, lambda: answer(budget, args, kwargs))
         except (NeuronExplorerError, BudgetError, ToolError) as exc:
             raise ToolError(_error_line(str(exc))) from None
+        except Exception as exc:
+            logger.exception("tool %s failed", name)
+            raise ToolError(_error_line(f"{name} failed on this trace ({type(exc).__name__}: {exc})")) from None
 
     parameters = [p for p in signature.parameters.values() if p.name != "max_chars"]
     parameters.append(
@@ -110,10 +123,66 @@ def _answer_in_budget(name: str, fn: Callable[..., dict[str, Any]]) -> Callable[
     return wrapper
 
 
+def _within(timeout_s: float, name: str, work: Callable[[], str]) -> str:
+    """``work()``, or a one-line error once ``timeout_s`` passes. The work runs on a thread of
+    its own and cannot be stopped (every walk in the analyzers ends on any input): it goes on,
+    and a trace's analysis, once done, serves the next call from its cache."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["answer"] = work()
+        except BaseException as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"tool-{name}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise ToolError(
+            f"{name} stopped: it ran past the {timeout_s:g} s tool time limit (the first call on a big trace "
+            "computes its analysis; it goes on in the background: call again later, or serve a smaller trace)"
+        )
+    if "error" in box:
+        raise box["error"]
+    return box["answer"]
+
+
 def _error_line(message: str) -> str:
     """An error as one line of bounded size: messages quote the caller's input, which may be huge."""
     line = " ".join(message.split())
     return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 20] + "...[message cut]"
+
+
+class _Server(MCPServer):
+    """The SDK's server, whose every tool error is one line of at most ``MAX_ERROR_CHARS``:
+    argument validation included (pydantic's message quotes the input and a URL per error:
+    ``rules=[1]*10000`` answered 1.75M characters in 30,001 lines)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(_validation_line(name, cause)) from None
+            text = str(exc)
+            if isinstance(exc, UnexpectedToolError):
+                text = f"{text} (an unexpected failure; the server's stderr has the details)"
+            raise ToolError(_error_line(text)) from None
+
+
+def _validation_line(name: str, error: ValidationError) -> str:
+    """Which arguments of ``name`` were wrong and why, in one bounded line (no values, no URLs)."""
+    problems = error.errors(include_url=False, include_input=False)
+    shown = []
+    for problem in problems[:3]:
+        where = ".".join(str(part) for part in problem.get("loc", ()))[:80] or "arguments"
+        shown.append(f"{where}: {' '.join(str(problem.get('msg', 'invalid')).split())[:160]}")
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return _error_line(
+        f"bad arguments for {name}: {'; '.join(shown)}{more}. The tool's input schema (tools/list) says what each takes."
+    )
 
 
 class _SqlState:
@@ -142,11 +211,11 @@ def build_server(
     catalog: TraceCatalog,
     source_roots: Sequence[str | Path] | None = None,
     sql_timeout_s: float = DEFAULT_TIMEOUT_S,
+    tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
 ) -> MCPServer:
-    """An MCP server over the traces of ``catalog``; source code only from ``source_roots``."""
-    server: MCPServer = MCPServer(
-        "neuron-explorer", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
-    )
+    """An MCP server over the traces of ``catalog``; source code only from ``source_roots``;
+    each tool call answers within ``tool_timeout_s`` (``sql`` within its own limit)."""
+    server: MCPServer = _Server("neuron-explorer", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     sources = SourceAccess(source_roots or [])
     sql_state = _SqlState(catalog, sql_timeout_s)
 
@@ -159,8 +228,10 @@ def build_server(
                 raise RuntimeError(f"tool {name} is not in agents.tools.TOOLS (the registry --help lists)")
             # One paragraph: models read the description as prose, not as an indented docstring.
             description = " ".join(inspect.cleandoc(fn.__doc__ or "").split()) + note + BUDGET_NOTE
+            # (sql: its own limit, the worker's start and the tables' build on the first call)
+            limit = max(tool_timeout_s, 2 * sql_timeout_s + 30) if name in ("sql", "schema") else tool_timeout_s
             server.add_tool(
-                _answer_in_budget(name, fn),
+                _answer_in_budget(name, fn, limit),
                 name=name,
                 title=TOOLS[name].title,
                 description=description,

@@ -61,10 +61,12 @@ _DISCLOSING = frozenset(
         "current_user", "current_role", "session_user", "user", "current_connection_id", "current_transaction_id",
         "current_query_id", "txid_current", "in_search_path", "version", "write_log", "parse_duckdb_log_message",
         "which_secret", "json_execute_serialized_sql", "has_database_privilege", "has_schema_privilege",
-        "getvariable", "current_query",
+        "getvariable", "current_query", "get_block_size", "col_description", "obj_description",
+        "shobj_description", "format_pg_type", "format_type", "map_to_pg_oid", "map_type_id_to_pg_oid",
     }
 )  # fmt: skip
-_DISCLOSING_PREFIXES = ("duckdb_", "pragma_", "pg_")
+#: (``current_*``, ``has_*_privilege`` and ``inet_*`` describe the session, the catalog or the network)
+_DISCLOSING_PREFIXES = ("duckdb_", "pragma_", "pg_", "current_", "has_", "inet_")
 #: Table references a parse tree may hold besides named tables and table functions.
 _SHOW_TYPES = {"DESCRIBE", "SUMMARY"}
 
@@ -77,8 +79,12 @@ class SqlTimeoutError(SqlError):
     """A query ran past the time limit and was interrupted."""
 
 
-class SqlSandbox:
-    """One locked-down in-memory DuckDB connection over named Arrow tables; queries run one at a time."""
+class SqlEngine:
+    """One locked-down in-memory DuckDB connection over named Arrow tables; queries run one at a time.
+
+    The server runs it in a worker process of its own (``agents.sql_process.SqlSandbox``), which
+    holds the time and memory limits from outside: this class checks, runs and converts.
+    """
 
     def __init__(
         self,
@@ -87,6 +93,7 @@ class SqlSandbox:
         max_rows: int = MAX_ROWS,
         memory_limit: str = "4GB",
         threads: int | None = None,
+        temp_directory: str | None = None,
     ) -> None:
         self.timeout_s = float(timeout_s)
         self.max_rows = int(max_rows)
@@ -100,6 +107,10 @@ class SqlSandbox:
                 "allow_community_extensions": False,
                 "memory_limit": memory_limit,
                 "threads": threads or max(1, min(4, os.cpu_count() or 1)),
+                # Never spill: a read-only tool writes no file (DuckDB's default is `.tmp` in
+                # the cwd, up to 90% of the free disk). A query past memory_limit fails instead.
+                "max_temp_directory_size": "0B",
+                **({"temp_directory": temp_directory} if temp_directory else {}),
             },
         )
         for name, table in tables.items():
@@ -113,6 +124,7 @@ class SqlSandbox:
             ).fetchall()
             if name.lower() not in _DISCLOSING and not name.lower().startswith(_DISCLOSING_PREFIXES)
         } | {"unnest"}  # a table function DuckDB also accepts in the SELECT list
+        self._con.execute("SET enable_progress_bar = false")  # (DuckDB draws one on stderr for long queries)
         # Last: from here on no SET can change any option, including the ones above.
         self._con.execute("SET lock_configuration = true")
         self._lock = threading.Lock()
@@ -160,11 +172,12 @@ class SqlSandbox:
         if tree.get("error") or len(tree.get("statements") or []) != 1:
             raise SqlError(f"refused: the query could not be checked ({tree.get('error_message', 'not one SELECT')})")
         ctes = {name.lower() for name in _cte_names(tree)}
+        allowed: set[int] = set()  # the call node of each allowed table function
         for node in _nodes(tree):
-            self._check_node(node, ctes)
+            self._check_node(node, ctes, allowed)
         return statement.query
 
-    def _check_node(self, node: dict[str, Any], ctes: set[str]) -> None:
+    def _check_node(self, node: dict[str, Any], ctes: set[str], allowed: set[int]) -> None:
         kind = node.get("type")
         if kind == "BASE_TABLE":
             name = str(node.get("table_name", ""))
@@ -187,9 +200,19 @@ class SqlSandbox:
                     f"refused: table function {name}() is not allowed (it could read files or the server's "
                     f"settings); allowed: {', '.join(sorted(TABLE_FUNCTIONS))}"
                 )
+            allowed.add(id(function))  # (its call node is not a scalar function to look up)
         elif kind == "SHOW_REF" and node.get("show_type") not in _SHOW_TYPES:
             raise SqlError("refused: SHOW lists the server's catalog; the schema tool lists the served tables")
-        if node.get("class") == "FUNCTION" and not node.get("is_operator"):
+        if node.get("class") == "COLUMN_REF":
+            # `SELECT current_user` is a column reference DuckDB answers as the function
+            names = node.get("column_names") or []
+            word = str(names[0]).lower() if len(names) == 1 else ""
+            if word in _DISCLOSING or word.startswith(_DISCLOSING_PREFIXES):
+                raise SqlError(
+                    f"refused: {word} tells about the server rather than the traces (a column of that name: "
+                    f"qualify it with its table, e.g. t.{word})"
+                )
+        if node.get("class") == "FUNCTION" and not node.get("is_operator") and id(node) not in allowed:
             name = str(node.get("function_name", "")).lower()
             if name not in self._functions or str(node.get("catalog") or "") not in ("", "system"):
                 raise SqlError(
@@ -301,7 +324,7 @@ def _collect(
     for batch in _batches(reader, deadline):
         # Cut long text and bytes in Arrow first: a 100 MB value never becomes a Python string.
         batch = _cap_values(batch, budget - used + 1)
-        for row in zip(*(column.to_pylist() for column in batch.columns)):
+        for row in zip(*(_python_values(column) for column in batch.columns)):
             if time.monotonic() > deadline:
                 raise TimeoutError
             if len(rows) == limit:
@@ -329,17 +352,65 @@ def _batches(reader: pa.RecordBatchReader, deadline: float) -> Iterator[pa.Recor
 
 
 def _cap_values(batch: pa.RecordBatch, chars: int) -> pa.RecordBatch:
-    """``batch`` with every string longer than ``chars`` cut to ``chars`` + 1 (still over: it is marked later)."""
+    """``batch`` with every string longer than ``chars`` cut to ``chars`` + 1 (still over: it is
+    marked later), and every list or map to ``chars // 2`` + 1 items, at any depth (a list of
+    10^8 numbers or of huge strings never becomes Python objects either)."""
     chars = max(1, chars)
-    columns = []
-    for column in batch.columns:
+    return pa.RecordBatch.from_arrays([_cap(c, chars) for c in batch.columns], names=batch.schema.names)
+
+
+def _cap(column: pa.Array, chars: int) -> pa.Array:
+    kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return pc.utf8_slice_codeunits(column, 0, chars + 1)
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return pc.binary_slice(column, 0, chars // 2 + 1)  # hex doubles the length
+    if pa.types.is_map(kind):
+        pairs = pa.StructArray.from_arrays([column.keys, column.items], names=["key", "value"])
+        column = pa.ListArray.from_arrays(column.offsets, pairs, mask=column.is_null())
         kind = column.type
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            column = pc.utf8_slice_codeunits(column, 0, chars + 1)
-        elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-            column = pc.binary_slice(column, 0, chars // 2 + 1)  # hex doubles the length
-        columns.append(column)
-    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+    if pa.types.is_fixed_size_list(kind) or pa.types.is_large_list(kind):
+        column = column.cast(pa.list_(kind.value_type))
+        kind = column.type
+    if pa.types.is_list(kind):
+        cut = pc.list_slice(column, 0, chars // 2 + 1)
+        if not isinstance(cut, pa.ListArray):  # (a chunked result from a compute kernel)
+            cut = pa.concat_arrays(cut.chunks) if isinstance(cut, pa.ChunkedArray) else cut
+        offsets = pc.subtract(cut.offsets, cut.offsets[0])
+        values = cut.values.slice(cut.offsets[0].as_py(), cut.offsets[-1].as_py() - cut.offsets[0].as_py())
+        return pa.ListArray.from_arrays(offsets, _cap(values, chars), mask=cut.is_null())
+    if pa.types.is_struct(kind):
+        fields = [_cap(column.field(i), chars) for i in range(kind.num_fields)]
+        return pa.StructArray.from_arrays(fields, names=[f.name for f in kind], mask=column.is_null())
+    if pa.types.is_dictionary(kind):
+        return _cap(column.cast(kind.value_type), chars)
+    return column
+
+
+def _python_values(column: pa.Array) -> list[Any]:
+    """``column`` as Python values; one Python cannot hold (an infinite DATE, a year past 9999)
+    as DuckDB's text for it."""
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError, pa.ArrowException):
+        pass
+    if pa.types.is_temporal(column.type):  # DuckDB's infinite dates and times are the int extremes
+        raw = (
+            column.cast(pa.int64()).to_pylist() if column.type.bit_width == 64 else column.cast(pa.int32()).to_pylist()
+        )
+        top = (1 << (column.type.bit_width - 1)) - 1
+        words = {top: "infinity", -top: "-infinity", -top - 1: "-infinity"}
+        out = []
+        for value, scalar in zip(raw, column):  # (per value: only on a column Python cannot hold)
+            try:
+                out.append(None if value is None else words.get(value) or scalar.as_py())
+            except (OverflowError, ValueError):
+                out.append(str(scalar))
+        return out
+    try:
+        return column.cast(pa.string()).to_pylist()
+    except pa.ArrowException:
+        return [None if v is None else str(v) for v in column]
 
 
 def _cut_row(values: list[Any], budget: int) -> list[Any]:

@@ -105,7 +105,10 @@ def trace_summary(served: ServedTrace) -> dict[str, Any]:
             facts[key] = facts[key][:32]
     return {
         "trace": served.name,
-        "summary": plain(a.summary),
+        # (names a trace carries can be any length: a 200 KB device name pushed the verdict
+        # out of the budget; each long string is cut here, the verdict whole)
+        "summary": {k: v if k == "verdict" else _short(v) for k, v in plain(a.summary).items()},
+        "rule_errors": [line for _r, line in a.rule_errors],
         "step_stats": plain(a.step_stats),
         "top_findings": [
             {"rule_id": f.rule_id, "severity": f.severity, "title": f.title, "cost_ns": f.cost_ns}
@@ -113,9 +116,24 @@ def trace_summary(served: ServedTrace) -> dict[str, Any]:
         ],
         "num_findings": len(a.findings),
         "memory_summary": plain(a.memory_summary),
-        "trace_facts": plain(facts),
+        "trace_facts": _short(plain(facts)),
         "units": UNITS_NOTE,
     }
+
+
+#: The longest string ``trace_summary`` shows of a name a trace carries.
+SHORT_CHARS = 300
+
+
+def _short(value: Any) -> Any:
+    """``value`` with every string past ``SHORT_CHARS`` cut, marked as ``agents.budget`` marks cuts."""
+    if isinstance(value, str) and len(value) > SHORT_CHARS:
+        return f"{value[:SHORT_CHARS]}...[{len(value) - SHORT_CHARS} chars cut]"
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v) for v in value]
+    return value
 
 
 # ------------------------------------------------------------------------------ findings
@@ -150,6 +168,7 @@ def findings(
         "offset": offset,
         "findings": shown,
         "skipped": [{"rule_id": r, "reason": why} for r, why in a.skipped if not wanted or r in wanted],
+        "rule_errors": [{"rule_id": r, "error": why} for r, why in a.rule_errors if not wanted or r in wanted],
         "fixes": plain(a.fixes),
         "units": "cost_ns: ns; with cost_method 'replay' the time the fix (fix_edit) saves, replayed on the run's "
         "dependency graph, else ('attribution') the time lost in its category; fixes.all_fixes_ns: every replayed "

@@ -11,7 +11,7 @@ says its files are; SQL is one read-only SELECT over the served tables (docs/age
 Examples:
   neuron-explorer mcp run/trace.parquet
   neuron-explorer mcp run/ --source-root ~/src/my-model
-  neuron-explorer mcp a.parquet b.parquet --sql-timeout 10
+  neuron-explorer mcp a.parquet b.parquet --sql-timeout 10 --tool-timeout 120
 
 Client configuration (Claude Desktop's claude_desktop_config.json): see docs/agents.md.
 """
@@ -52,6 +52,14 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stop any SQL query that runs longer than this (default: 30)",
     )
+    parser.add_argument(
+        "--tool-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="answer any other tool call that takes longer with a one-line error (default: 300; the work goes on "
+        "in the background and a trace's analysis, once done, serves the next call)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     from neuron_explorer.agents.source import default_roots
     from neuron_explorer.trace.errors import NeuronExplorerError
 
-    if not args.sql_timeout > 0:  # also refuses nan
-        raise NeuronExplorerError(f"--sql-timeout must be positive, not {args.sql_timeout}")
+    for option, value in (("--sql-timeout", args.sql_timeout), ("--tool-timeout", args.tool_timeout)):
+        if not 0 < value < 1e6:  # also refuses nan and inf
+            raise NeuronExplorerError(f"{option} must be a positive number of seconds, not {value}")
     for root in args.source_root:
         if not Path(root).expanduser().is_dir():
             raise NeuronExplorerError("--source-root is not a directory", Path(root))
@@ -70,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     catalog = TraceCatalog.open(args.traces, loader=lambda p: open_trace(p, quiet=True))
     # The user's roots only: a trace naming /etc/passwd must not make /etc one.
     roots = default_roots(args.source_root)
-    server = build_server(catalog, roots, sql_timeout_s=args.sql_timeout)
+    server = build_server(catalog, roots, sql_timeout_s=args.sql_timeout, tool_timeout_s=args.tool_timeout)
     # stdout carries the protocol; anything for the human goes to stderr.
     print(
         f"neuron-explorer mcp: serving {', '.join(catalog.names)} over stdio "

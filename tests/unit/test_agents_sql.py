@@ -11,11 +11,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from neuron_explorer.agents.sql import CUT_MARK, SqlError, SqlSandbox, SqlTimeoutError, _collect
+from neuron_explorer.agents.sql import CUT_MARK, SqlEngine, SqlError, SqlTimeoutError, _collect
 
 
 @pytest.fixture
-def sandbox() -> SqlSandbox:
+def sandbox() -> SqlEngine:
     events = pa.table(
         {
             "event_id": pa.array(range(6000), pa.int64()),
@@ -23,12 +23,12 @@ def sandbox() -> SqlSandbox:
             "dur_ns": pa.array([10, 20] * 3000, pa.int64()),
         }
     )
-    box = SqlSandbox({"events": events, "ops": pa.table({"name": ["aten::mm"], "device_ns": [5]})}, timeout_s=1.0)
+    box = SqlEngine({"events": events, "ops": pa.table({"name": ["aten::mm"], "device_ns": [5]})}, timeout_s=1.0)
     yield box
     box.close()
 
 
-def test_a_select_returns_columns_types_and_rows(sandbox: SqlSandbox) -> None:
+def test_a_select_returns_columns_types_and_rows(sandbox: SqlEngine) -> None:
     result = sandbox.query(
         "SELECT kind, count(*) AS n, sum(dur_ns) AS total_ns FROM events GROUP BY kind ORDER BY kind"
     )
@@ -39,7 +39,7 @@ def test_a_select_returns_columns_types_and_rows(sandbox: SqlSandbox) -> None:
     assert result["truncated"] is False
 
 
-def test_more_than_5000_rows_are_cut_with_a_message_asking_for_an_aggregate(sandbox: SqlSandbox) -> None:
+def test_more_than_5000_rows_are_cut_with_a_message_asking_for_an_aggregate(sandbox: SqlEngine) -> None:
     result = sandbox.query("SELECT * FROM events", max_chars=1_000_000)
 
     assert result["row_count"] == 5000 and len(result["rows"]) == 5000
@@ -47,7 +47,7 @@ def test_more_than_5000_rows_are_cut_with_a_message_asking_for_an_aggregate(sand
     assert "aggregate" in result["message"]
 
 
-def test_a_smaller_max_rows_is_honoured_but_never_above_the_cap(sandbox: SqlSandbox) -> None:
+def test_a_smaller_max_rows_is_honoured_but_never_above_the_cap(sandbox: SqlEngine) -> None:
     assert sandbox.query("SELECT * FROM events", max_rows=3)["row_count"] == 3
     assert sandbox.query("SELECT * FROM events", max_rows=10**9, max_chars=1_000_000)["row_count"] == 5000
 
@@ -62,7 +62,7 @@ def test_a_smaller_max_rows_is_honoured_but_never_above_the_cap(sandbox: SqlSand
         "SELECT * FROM glob('/etc/*')",
     ],
 )
-def test_reading_any_file_is_refused(sandbox: SqlSandbox, query: str) -> None:
+def test_reading_any_file_is_refused(sandbox: SqlEngine, query: str) -> None:
     with pytest.raises(SqlError) as err:
         sandbox.query(query)
     assert "root:" not in str(err.value)  # no byte of the file leaks into the message
@@ -89,7 +89,7 @@ def test_reading_any_file_is_refused(sandbox: SqlSandbox, query: str) -> None:
         "SELECT 1; DROP VIEW events",
     ],
 )
-def test_writes_attach_install_load_and_settings_are_refused(sandbox: SqlSandbox, tmp_path: Path, query: str) -> None:
+def test_writes_attach_install_load_and_settings_are_refused(sandbox: SqlEngine, tmp_path: Path, query: str) -> None:
     with pytest.raises(SqlError):
         sandbox.query(query.format(tmp=tmp_path))
 
@@ -97,7 +97,7 @@ def test_writes_attach_install_load_and_settings_are_refused(sandbox: SqlSandbox
     assert sandbox.query("SELECT count(*) FROM events")["rows"] == [[6000]]  # and nothing changed
 
 
-def test_the_connection_itself_is_locked_even_behind_the_checks(sandbox: SqlSandbox) -> None:
+def test_the_connection_itself_is_locked_even_behind_the_checks(sandbox: SqlEngine) -> None:
     # Below the statement checks, DuckDB's own lock holds: no SET reaches the options.
     con = sandbox._con
     settings = dict(
@@ -132,7 +132,7 @@ def test_the_connection_itself_is_locked_even_behind_the_checks(sandbox: SqlSand
         "SHOW ALL TABLES",
     ],
 )
-def test_explain_pivot_show_and_hidden_second_statements_are_refused(sandbox: SqlSandbox, query: str) -> None:
+def test_explain_pivot_show_and_hidden_second_statements_are_refused(sandbox: SqlEngine, query: str) -> None:
     with pytest.raises(SqlError, match=r"refused|exactly one statement"):
         sandbox.query(query)
 
@@ -165,7 +165,7 @@ def test_explain_pivot_show_and_hidden_second_statements_are_refused(sandbox: Sq
     ],
 )
 def test_functions_and_tables_that_tell_about_the_server_or_its_files_are_refused(
-    sandbox: SqlSandbox, query: str, refusal: str
+    sandbox: SqlEngine, query: str, refusal: str
 ) -> None:
     with pytest.raises(SqlError, match="refused") as err:
         sandbox.query(query)
@@ -191,18 +191,18 @@ def test_functions_and_tables_that_tell_about_the_server_or_its_files_are_refuse
         "VALUES (1, 'a')",
     ],
 )
-def test_ordinary_analysis_sql_still_runs(sandbox: SqlSandbox, query: str) -> None:
+def test_ordinary_analysis_sql_still_runs(sandbox: SqlEngine, query: str) -> None:
     assert sandbox.query(query)["rows"]
 
 
 @pytest.fixture
-def roomy(sandbox: SqlSandbox) -> SqlSandbox:
+def roomy(sandbox: SqlEngine) -> SqlEngine:
     """The same tables with a 60 s limit: DuckDB alone takes about a second to build 100 MB."""
     sandbox.timeout_s = 60.0
     return sandbox
 
 
-def test_a_100_mb_value_comes_back_cut_to_the_budget_quickly(roomy: SqlSandbox) -> None:
+def test_a_100_mb_value_comes_back_cut_to_the_budget_quickly(roomy: SqlEngine) -> None:
     sandbox = roomy
     started = time.monotonic()
     result = sandbox.query("SELECT repeat('x', 100000000) AS v", max_chars=16_000)
@@ -215,7 +215,7 @@ def test_a_100_mb_value_comes_back_cut_to_the_budget_quickly(roomy: SqlSandbox) 
     assert "OFFSET" in result["message"] and "substr" in result["message"]
 
 
-def test_5000_rows_of_100_kb_come_back_cut_to_the_budget_quickly(roomy: SqlSandbox) -> None:
+def test_5000_rows_of_100_kb_come_back_cut_to_the_budget_quickly(roomy: SqlEngine) -> None:
     sandbox = roomy
     started = time.monotonic()
     result = sandbox.query("SELECT repeat('y', 100000) AS v FROM range(5000)", max_chars=50_000)
@@ -225,7 +225,7 @@ def test_5000_rows_of_100_kb_come_back_cut_to_the_budget_quickly(roomy: SqlSandb
     assert len(json.dumps(result, separators=(",", ":"))) <= 50_000
 
 
-def test_raw_rows_stop_at_the_character_budget_and_the_next_page_follows_on(sandbox: SqlSandbox) -> None:
+def test_raw_rows_stop_at_the_character_budget_and_the_next_page_follows_on(sandbox: SqlEngine) -> None:
     first = sandbox.query("SELECT event_id, kind FROM events ORDER BY event_id", max_chars=2_000)
     n = first["row_count"]
     assert first["truncated"] is True and 10 < n < 5000
@@ -237,19 +237,19 @@ def test_raw_rows_stop_at_the_character_budget_and_the_next_page_follows_on(sand
     assert ids == list(range(len(ids))) and len(ids) > n  # the page starts where the first answer stopped
 
 
-def test_a_huge_nested_value_is_cut_too(sandbox: SqlSandbox) -> None:
+def test_a_huge_nested_value_is_cut_too(sandbox: SqlEngine) -> None:
     result = sandbox.query("SELECT list(kind) AS kinds, 1 AS one FROM events", max_chars=3_000)
 
     assert result["truncated"] is True and result["rows"][0][1] == 1
     assert len(json.dumps(result, separators=(",", ":"))) <= 3_000
 
 
-def test_max_chars_out_of_range_is_refused(sandbox: SqlSandbox) -> None:
+def test_max_chars_out_of_range_is_refused(sandbox: SqlEngine) -> None:
     with pytest.raises(SqlError, match="max_chars must be between"):
         sandbox.query("SELECT 1", max_chars=10)
 
 
-def test_a_runaway_query_is_stopped_by_the_time_limit_and_the_next_query_runs(sandbox: SqlSandbox) -> None:
+def test_a_runaway_query_is_stopped_by_the_time_limit_and_the_next_query_runs(sandbox: SqlEngine) -> None:
     started = time.monotonic()
     with pytest.raises(SqlTimeoutError, match="time limit"):
         sandbox.query("SELECT count(*) FROM events a, events b, events c")
@@ -259,7 +259,7 @@ def test_a_runaway_query_is_stopped_by_the_time_limit_and_the_next_query_runs(sa
     assert sandbox.query("SELECT 42")["rows"] == [[42]]
 
 
-def test_a_bad_query_reports_duckdbs_reason_in_one_message(sandbox: SqlSandbox) -> None:
+def test_a_bad_query_reports_duckdbs_reason_in_one_message(sandbox: SqlEngine) -> None:
     with pytest.raises(SqlError, match="does not parse"):
         sandbox.query("SELEC 1")
     with pytest.raises(SqlError, match="no_such_table"):
@@ -268,7 +268,7 @@ def test_a_bad_query_reports_duckdbs_reason_in_one_message(sandbox: SqlSandbox) 
         sandbox.query("   ")
 
 
-def test_values_come_back_as_plain_json_with_floats_rounded_and_integers_exact(sandbox: SqlSandbox) -> None:
+def test_values_come_back_as_plain_json_with_floats_rounded_and_integers_exact(sandbox: SqlEngine) -> None:
     row = sandbox.query(
         "SELECT 1.5::DECIMAL(4,2) AS d, DATE '2024-01-02' AS day, [1, 2] AS xs, {'a': 1} AS s, 'inf'::DOUBLE AS inf, "
         "1/3 AS third, 1733240000123456789::BIGINT AS start_ns, 123456789.0::DOUBLE AS big, "
@@ -290,7 +290,7 @@ def test_the_deadline_covers_converting_the_rows_not_only_duckdb() -> None:
 
 
 @pytest.mark.parametrize("query", ["SELECT " + "abs(" * 990 + "1" + ")" * 990, "SELECT " + " + ".join(["1"] * 990)])
-def test_a_query_too_deep_to_check_is_refused_in_one_line(sandbox: SqlSandbox, query: str) -> None:
+def test_a_query_too_deep_to_check_is_refused_in_one_line(sandbox: SqlEngine, query: str) -> None:
     with pytest.raises(SqlError, match="nests too deeply"):
         sandbox.query(query)
     assert sandbox.query("SELECT 1 + 1")["rows"] == [[2]]
