@@ -7,7 +7,7 @@
 Each input is a mutation of a small real trace (tests/_fuzz.py, tests/_fuzz_parquet.py) run
 in-process through ``neuron_explorer.cli.main``; outcomes are ``rejected`` (a clean one-line
 error, exit 3, no output), ``correct`` (a trace that agrees with the reference and keeps the
-invariants), ``traceback`` and ``wrong``. Every traceback or wrong input is saved under
+invariants), ``traceback``, ``wrong`` and ``hang`` (past ``HANG_S`` seconds: an alarm). Every traceback or wrong input is saved under
 ``--save`` (default bench/results/fuzz/) to be kept as a regression input in tests/data/fuzz/.
 ``--seconds`` stops early; the figures printed say how many inputs ran.
 """
@@ -19,6 +19,7 @@ import collections
 import hashlib
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -30,10 +31,24 @@ sys.path.insert(0, str(HERE.parent))
 
 from tests import _fuzz, _fuzz_parquet  # noqa: E402
 
+#: Seconds one input may take before it counts as a hang (issue 43: none past 60 s).
+HANG_S = 60
+
+
+class _Hang(BaseException):
+    """Raised by the alarm in the case that ran past ``HANG_S`` (a BaseException: no
+    ``except Exception`` in the code under test can swallow it)."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise _Hang
+
 
 def _kineto(rng: random.Random, seeds: list, work: Path) -> tuple[str, str, bytes, str]:
     data, mutation, gz = _fuzz.kineto_input(rng, seeds)
-    command = "analyze" if rng.random() < 0.05 else "convert"
+    # analyze (the graph walks, every rule) on a share of inputs, and on every one whose
+    # mutation targets an analysis
+    command = "analyze" if rng.random() < 0.05 or "ts 0" in mutation else "convert"
     outcome, detail = _fuzz.kineto_case(data, gz, work, command)
     return outcome, detail, data, mutation + (".gz" if gz else "")
 
@@ -61,6 +76,7 @@ def main() -> int:
     parser.add_argument("--save", type=Path, default=HERE / "results" / "fuzz")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    signal.signal(signal.SIGALRM, _alarm)
     os.environ.setdefault("NEURON_EXPLORER_WORKERS", "0")
     rng = random.Random(args.seed)
     run, seeds = {
@@ -75,9 +91,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for done in range(1, args.inputs + 1):
-            outcome, detail, data, mutation = run(rng, seeds, work)
+            signal.alarm(HANG_S)
+            try:
+                outcome, detail, data, mutation = run(rng, seeds, work)
+            except _Hang:
+                outcome, detail, data, mutation = "hang", f"past {HANG_S} s", b"", "unknown (re-run the seed)"
+            finally:
+                signal.alarm(0)
             counts[outcome] += 1
-            if outcome in ("traceback", "wrong"):
+            if outcome in ("traceback", "wrong", "hang"):
                 key = f"{outcome}: {mutation}: {detail[:100]}"
                 failures[key] += 1
                 if failures[key] <= 2:

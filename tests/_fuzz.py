@@ -105,7 +105,7 @@ def _deep(depth: int) -> str:
 def mutate_doc(doc: dict[str, Any], rng: random.Random) -> tuple[dict[str, Any], str]:
     """A structural mutation of a parsed trace (in place) and its name."""
     events = doc["traceEvents"]
-    choice = rng.randrange(14)
+    choice = rng.randrange(15)
     if not events:
         choice = 12
     e = events[rng.randrange(len(events))] if events else {}
@@ -157,6 +157,12 @@ def mutate_doc(doc: dict[str, Any], rng: random.Random) -> tuple[dict[str, Any],
     if choice == 12:
         doc["baseTimeNanoseconds"] = rng.choice([2**63 - 1, 4 * 10**18, -1, "1", 1.5, 10**30])
         return doc, "odd base time"
+    if choice == 14:
+        # one event at the clock's origin among epoch times (a runtime call at ts 0 made the
+        # critical-path walk loop forever: issue 43)
+        runtime = [x for x in events if x.get("cat") in ("cuda_runtime", "cuda_driver")] or events
+        rng.choice(runtime)["ts"] = 0
+        return doc, "event at ts 0"
     events.append({"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1})
     events[-1][rng.choice(("pid", "tid", "id"))] = rng.choice(_ODD_VALUES)
     return doc, "odd id"

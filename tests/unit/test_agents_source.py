@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from neuron_explorer.agents import source
 from neuron_explorer.agents.source import MAX_SOURCE_BYTES, SourceAccess, SourceAccessError, default_roots
 
 
@@ -155,3 +159,143 @@ def test_the_roots_are_the_users_or_else_the_current_directory_but_never_slash(
 
     monkeypatch.chdir("/")
     assert default_roots([]) == []
+
+
+# ------------------------------------------------------------------------------ swapping paths
+def _race(access: SourceAccess, asks: list[str], swap, calls: int) -> tuple[list[str], list[Exception]]:
+    """Call ``access.read_text`` ``calls`` times over ``asks`` while a thread runs ``swap`` in a loop."""
+    stop = threading.Event()
+    swaps = [0]
+
+    def swapper() -> None:
+        while not stop.is_set():
+            swap()
+            swaps[0] += 1
+
+    served: list[str] = []
+    errors: list[Exception] = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # let the threads interleave between the walk's system calls
+    thread = threading.Thread(target=swapper, daemon=True)
+    thread.start()
+    try:
+        for n in range(calls):
+            try:
+                served.append(access.read_text(asks[n % len(asks)])[1])
+            except Exception as exc:  # the test checks that every one is a SourceAccessError
+                errors.append(exc)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert swaps[0] > 100, "the swapping thread barely ran"
+    return served, errors
+
+
+def _swap_dir_and_symlink(path: Path, target: str) -> Callable[[], None]:
+    """Each call turns ``path`` from a directory into a symlink to ``target`` and back."""
+    stash = path.with_name(path.name + "-stash")
+
+    def swap() -> None:
+        os.rename(path, stash)
+        os.symlink(target, path)
+        os.unlink(path)
+        os.rename(stash, path)
+
+    return swap
+
+
+@pytest.mark.parametrize("target", ["hidden", "outside"])
+def test_swapping_a_directory_and_a_symlink_during_the_walk_never_serves_what_is_refused(
+    tree: dict[str, Path], target: str
+) -> None:
+    root = tree["root"]
+    (root / "swap").mkdir()
+    (root / "swap" / "code.py").write_text("safe = 1\n")
+    hidden = root / ".secrets"
+    hidden.mkdir()
+    (hidden / "code.py").write_text("TOKEN = 'hidden'\n")
+    outside = tree["tmp"] / "outside"
+    outside.mkdir()
+    (outside / "code.py").write_text("TOKEN = 'outside'\n")
+    link = ".secrets" if target == "hidden" else str(outside)
+    access = SourceAccess([root])
+
+    served, errors = _race(
+        access, ["swap/code.py", str(root / "swap" / "code.py")], _swap_dir_and_symlink(root / "swap", link), 3000
+    )
+
+    assert served and set(served) == {"safe = 1\n"}
+    assert all(isinstance(e, SourceAccessError) and str(e) and "\n" not in str(e) for e in errors), errors[:3]
+    assert not any("TOKEN" in str(e) for e in errors)
+
+
+def test_swapping_in_a_symlink_to_proc_under_a_root_of_slash_never_serves_proc(tree: dict[str, Path]) -> None:
+    (tree["root"] / "self").mkdir()
+    (tree["root"] / "self" / "status").write_text("safe = 1\n")
+    access = SourceAccess(["/"])
+    asks = [str(tree["root"] / "self" / "status"), str(tree["root"] / "self" / "status").lstrip("/")]
+
+    served, errors = _race(access, asks, _swap_dir_and_symlink(tree["root"] / "self", "/proc/self"), 3000)
+
+    assert served and set(served) == {"safe = 1\n"}
+    assert all(isinstance(e, SourceAccessError) and str(e) and "\n" not in str(e) for e in errors), errors[:3]
+    assert not any("Pid:" in str(e) for e in errors)
+
+
+def test_a_symlink_to_proc_under_a_root_of_slash_is_refused(tree: dict[str, Path]) -> None:
+    (tree["root"] / "status.py").symlink_to("/proc/self/status")
+    (tree["root"] / "me").symlink_to("/proc/self", target_is_directory=True)
+    access = SourceAccess(["/"])
+
+    for path in ["/proc/self/status", str(tree["root"] / "status.py"), str(tree["root"] / "me" / "status")]:
+        with pytest.raises(SourceAccessError, match="system file") as err:
+            access.context(path, 1)
+        assert "Pid:" not in str(err.value)
+
+
+def test_a_file_on_procfs_is_refused_by_its_descriptor_even_where_the_path_check_misses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(source, "_SYSTEM_TOP", frozenset())  # as if procfs were mounted elsewhere
+
+    with pytest.raises(SourceAccessError, match="system file"):
+        SourceAccess(["/"]).context("/proc/self/status", 1)
+
+
+def test_symlinks_inside_the_root_are_resolved_here_and_loops_end(tree: dict[str, Path]) -> None:
+    root = tree["root"]
+    (root / "up.py").symlink_to("pkg/../model.py")
+    (root / "to_hidden.py").symlink_to(".git/config")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("TOKEN\n")
+    (root / "loop.py").symlink_to("loop.py")
+    access = SourceAccess([root])
+
+    assert access.context("up.py", 2, 0)["lines"][0]["text"] == "line 2"
+    with pytest.raises(SourceAccessError, match="hidden"):
+        access.context("to_hidden.py", 1)
+    with pytest.raises(SourceAccessError, match="symlinks"):
+        access.context("loop.py", 1)
+
+
+def test_every_os_error_is_one_line_naming_the_file_and_the_roots(tree: dict[str, Path]) -> None:
+    access = SourceAccess([tree["root"]])
+
+    with pytest.raises(SourceAccessError) as err:
+        access.context("x" * 5000 + ".py", 1)  # ENAMETOOLONG
+    assert "cannot read" in str(err.value) and str(os.path.realpath(tree["root"])) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_nested_roots_serve_a_hidden_root_below_another(tree: dict[str, Path]) -> None:
+    site = tree["root"] / ".venv" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "lib.py").write_text("x = 1\n")
+    (tree["root"] / ".venv" / "secret.py").write_text("TOKEN = 1\n")
+    access = SourceAccess([tree["root"], site])
+
+    assert access.context(".venv/site-packages/lib.py", 1, 0)["lines"][0]["text"] == "x = 1"
+    assert access.context(str(site / "lib.py"), 1, 0)["lines"][0]["text"] == "x = 1"
+    with pytest.raises(SourceAccessError, match="hidden"):
+        access.context(".venv/secret.py", 1)
