@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import KINETO
+from tests.conftest import KINETO, REPO, run_cli
 from tests.integration.mcp_client import McpServer
 
 #: What docs/agents.md promises for every error: one line of at most 1,000 characters.
@@ -89,3 +91,25 @@ def test_the_sql_tool_stops_one_huge_value_within_twice_its_limit_and_runs_the_n
         assert time.monotonic() - t0 < 6
         assert server.data("sql", {"query": "SELECT count(*) AS n FROM events"})["rows"][0][0] > 0
         assert server.data("sql", {"query": "SELECT 'infinity'::DATE AS d"})["rows"] == [["infinity"]]
+
+
+def test_the_memory_limit_bounds_what_the_tools_may_add_and_allocation_past_it_fails_in_python() -> None:
+    """``mcp --memory-limit``: RLIMIT_AS above what the server maps once its traces are loaded.
+    Past it an allocation raises MemoryError (which a tool call answers in one line, the server
+    living on); below it the same process allocates normally."""
+    code = (
+        "from neuron_explorer.cli.mcp import limit_memory\n"
+        "big = bytearray(64 << 20); del big\n"
+        "limit_memory(0.25)\n"
+        "small = bytearray(64 << 20)\n"
+        "try:\n"
+        "    bytearray(1 << 30)\n"
+        "except MemoryError:\n"
+        "    print('refused')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "refused"
+    bad = run_cli("mcp", str(KINETO / "local/example_cpu_small.json"), "--memory-limit", "0", timeout=60)
+    assert bad.returncode != 0
+    assert _one_line(bad.stderr.strip()).endswith("--memory-limit must be a positive number of GiB, not 0.0")
