@@ -187,7 +187,9 @@ class SourceAccess:
             "first_line": first,
             "last_line": last,
             "total_lines": len(lines),
-            "lines": [{"line": n, "text": lines[n - 1], "is_target": n == line} for n in range(first, last + 1)],
+            "lines": [
+                {"line": n, "text": _shown(lines[n - 1]), "is_target": n == line} for n in range(first, last + 1)
+            ],
         }
 
     # ------------------------------------------------------------------------------ the walk
@@ -405,3 +407,14 @@ def _read(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+#: The most characters of one source line ``context`` shows: a generated or minified line of 8 MB
+#: was cut from every answer whole, at any budget, so its neighbours never showed either.
+MAX_LINE_CHARS = 2_000
+
+
+def _shown(text: str) -> str:
+    return (
+        text if len(text) <= MAX_LINE_CHARS else f"{text[:MAX_LINE_CHARS]}...[{len(text) - MAX_LINE_CHARS} chars cut]"
+    )

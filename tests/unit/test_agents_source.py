@@ -299,3 +299,14 @@ def test_nested_roots_serve_a_hidden_root_below_another(tree: dict[str, Path]) -
     assert access.context(str(site / "lib.py"), 1, 0)["lines"][0]["text"] == "x = 1"
     with pytest.raises(SourceAccessError, match="hidden"):
         access.context(".venv/secret.py", 1)
+
+
+def test_a_line_of_almost_8_mb_is_shown_cut_with_its_neighbours(tmp_path: Path) -> None:
+    from neuron_explorer.agents.source import MAX_LINE_CHARS
+
+    (tmp_path / "gen.py").write_text("a = 1\n" + "x = '" + "y" * ((8 << 20) - 100) + "'\nb = 2\n")
+    shown = SourceAccess([tmp_path]).context(str(tmp_path / "gen.py"), 2, 1)
+    texts = [entry["text"] for entry in shown["lines"]]
+    assert texts[0] == "a = 1" and texts[2] == "b = 2"
+    assert texts[1].startswith("x = 'yyy") and texts[1].endswith(" chars cut]")
+    assert len(texts[1]) < MAX_LINE_CHARS + 40
