@@ -32,6 +32,7 @@ from neuron_explorer.cli.exit_codes import (
     EXIT_OK,
     EXIT_USAGE,
 )
+from neuron_explorer.cli.outputs import refuse_outputs_over_inputs
 from neuron_explorer.trace.atomic import remove_temporaries
 from neuron_explorer.trace.errors import NeuronExplorerError
 from neuron_explorer.trace.printable import printable
@@ -216,14 +217,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     except BaseException as exc:
+        if _stdout_full(exc):
+            # `analyze x > /dev/full`, a full disk under a redirect: one line, not a traceback
+            print(f"neuron-explorer: error: cannot write to standard output: {exc.strerror}", file=sys.stderr)
+            _stdout_to_devnull()  # (so the flush at exit fails no more)
+            return EXIT_INPUT
         if not _broken_pipe(exc) or not _stdout_gone():
             raise  # (a pipe of our own, a worker's, that broke is a bug, not the reader leaving)
         # `neuron-explorer analyze x | head`: not an error. Later writes, and the flush at
         # exit, go to /dev/null so Python prints no "Exception ignored" either.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _stdout_to_devnull()
         return EXIT_BROKEN_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _stdout_full(exc: BaseException) -> bool:
+    """A write to standard output that failed for lack of room (ENOSPC, EDQUOT, EFBIG, EIO):
+    told by the traceback's last frame writing to ``sys.stdout``'s file, as rich and print do."""
+    import errno
+
+    if not isinstance(exc, OSError) or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+        return False
+    try:
+        out = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    target = tb.tb_frame.f_locals.get("self") if tb is not None else None
+    stream = getattr(target, "file", target)
+    try:
+        st = os.fstat(stream.fileno()) if stream is not None else None
+    except (AttributeError, OSError, ValueError):
+        st = None
+    return st is None or (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
 
 
 def _broken_pipe(exc: BaseException) -> bool:
@@ -263,6 +296,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         with signals.handled(watchdog=args.command not in ("record", "demo")):  # (demo runs record)
             try:
                 environment.check_all()
+                refuse_outputs_over_inputs(args)
                 code = int(args._run(args) or 0)
             finally:
                 if signals.received() is not None:

@@ -41,10 +41,20 @@ def run(args: argparse.Namespace) -> int:
     from neuron_explorer.reports.metrics_parquet import write_metrics
 
     out = check_output(args.output, directory=True)
-    if out.is_dir() and any(out.iterdir()) and not (out / "fields.parquet").exists():
-        raise AnalysisError(
-            "output directory is not empty and is not a previous metrics export; refusing to replace it", out
+    if out.is_dir() and any(out.iterdir()):
+        # Replaced whole (atomically), so only an export holding nothing but what an export
+        # writes: a user's notes.txt beside an earlier export was deleted with it before.
+        foreign = sorted(
+            p.name for p in out.iterdir() if not (p.is_file() and (p.suffix == ".parquet" or p.name == "summary.json"))
         )
+        if foreign or not (out / "fields.parquet").exists():
+            shown = ", ".join(printable(n) for n in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            raise AnalysisError(
+                "output directory is not a previous metrics export"
+                + (f" (it holds {shown}, which an export does not write)" if foreign else "")
+                + "; refusing to replace it: name a new or empty directory",
+                out,
+            )
     spec = device_spec_of(args)
     trace = load_for_analysis(args.trace)
     a = analyze(trace, device_spec=spec)
