@@ -161,6 +161,7 @@ def test_json_document_is_strict_json_with_the_documented_keys(name):
         "findings",
         "skipped",
         "rules_run",
+        "rule_errors",
         "memory_summary",
         "launch_summary",
         "perf_summary",

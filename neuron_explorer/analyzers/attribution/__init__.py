@@ -50,6 +50,7 @@ from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
 from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
 from neuron_explorer.analyzers.metrics.breakdown import device_part, device_slots
+from neuron_explorer.analyzers.metrics.launches import MIN_GRACE_NS, grace_of
 from neuron_explorer.trace.schema import Kind
 
 #: (column stem, label) in priority order; ``<stem>_ns`` and ``<stem>_pct`` are the columns.
@@ -99,8 +100,10 @@ CLASSES: tuple[tuple[str, str], ...] = (
 _CLASS = {name: i for i, (name, _) in enumerate(CLASSES)}
 
 #: a launched kernel counts as queued only once its launch call returned this long ago: the
-#: first few microseconds after a launch are the launch latency, which the host pays.
-QUEUE_GRACE_NS = 10_000
+#: first microseconds after a launch are the launch latency, which the host pays. At least this;
+#: per rank, what its launches onto an idle device measure (``metrics.launches.idle_launch_grace``:
+#: 23-25 us with HIP on MI300X).
+QUEUE_GRACE_NS = MIN_GRACE_NS
 
 #: runtime calls during which the host waits for the device
 BLOCKING_RUNTIME = re.compile(
@@ -162,7 +165,7 @@ def _blocking_calls(frames: TraceFrames) -> pd.DataFrame:
 def queued_intervals(frames: TraceFrames) -> pd.DataFrame:
     """Per device event with a launch: [launch end + grace, start) when positive (rank, device)."""
     ev = frames.launch_events
-    q0 = ev["launch_start_ns"].to_numpy() + ev["launch_dur_ns"].to_numpy() + QUEUE_GRACE_NS
+    q0 = ev["launch_start_ns"].to_numpy() + ev["launch_dur_ns"].to_numpy() + grace_of(frames, ev["rank"].to_numpy())
     s = ev["start_ns"].to_numpy()
     m = s > q0
     return pd.DataFrame(

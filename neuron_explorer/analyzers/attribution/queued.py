@@ -26,7 +26,7 @@ launch takes microseconds. Its gaps are class ``clock``, a data-quality note, no
 bottleneck. (A host that always runs ahead of a busy device has no launch onto an idle one.)
 
 Queued time: per gap ``[g0, g1)`` (no device event of the device runs), the suffix minimum of
-the queued-from times (launch end + ``attribution.QUEUE_GRACE_NS``) of the events starting at
+the queued-from times (launch end + the rank's launch latency, ``metrics.launches.grace_of``) of the events starting at
 or after ``g1`` gives the moment work was first waiting; the queued idle piece is
 ``[max(g0, that), g1)``. Pieces are clipped to the step windows (an idle stretch spanning three
 or more steps keeps its first and last pieces only, as ``intervals.clip_to_windows`` says).
@@ -37,10 +37,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from neuron_explorer.analyzers.attribution import QUEUE_GRACE_NS
 from neuron_explorer.analyzers.core.columns import group_codes, lookup, ukey
 from neuron_explorer.analyzers.core.context import TraceFrames
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
+from neuron_explorer.analyzers.metrics.launches import grace_of
 from neuron_explorer.trace.schema import Kind
 
 #: every launched event of a rank waiting at least this long after its launch began: clocks
@@ -142,7 +142,7 @@ def _queue_waits(frames: TraceFrames) -> pd.DataFrame:
     safe = np.maximum(pos, 0)
     launch_start = np.where(linked, ev["launch_start_ns"].to_numpy()[safe] if len(ev) else 0, _INF)
     launch_end = np.where(linked, launch_start + (ev["launch_dur_ns"].to_numpy()[safe] if len(ev) else 0), _INF)
-    queued_from = np.where(linked, launch_end + QUEUE_GRACE_NS, _INF)
+    queued_from = np.where(linked, launch_end + grace_of(frames, rank), _INF)
 
     # work without a launch that starts before the rank's first recorded launch: the device ran
     # it before the host launched anything in the window, so it was launched before the trace

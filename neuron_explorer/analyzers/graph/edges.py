@@ -30,6 +30,7 @@ import pandas as pd
 from neuron_explorer.analyzers.attribution import blocking_calls
 from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
 from neuron_explorer.analyzers.core.context import TraceFrames
+from neuron_explorer.analyzers.metrics.launches import grace_of
 from neuron_explorer.trace.schema import Kind
 
 #: A device event starting up to this long after its launch call began is launch latency
@@ -119,7 +120,9 @@ def cross_edges(
     ok[ok] &= ~head[launch_seg[ok]]
     src = launch_seg[ok] - 1  # the segment ending where the launch call starts
     dst = dev_node[has[ok]]
-    latency = np.clip(start[dst] - end[src], 0, LAUNCH_LATENCY_MAX_NS)
+    # (at most the rank's measured idle-device launch latency where it is longer: HIP on MI300X)
+    cap = np.maximum(LAUNCH_LATENCY_MAX_NS, grace_of(frames, nodes["rank"].to_numpy()[dst]))
+    latency = np.clip(start[dst] - end[src], 0, cap)
     parts.append((src, dst, LAUNCH, latency))
     # launch start of every device node (its own start when the launch is not in the trace)
     launched_at = start.copy()
