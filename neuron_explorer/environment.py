@@ -28,6 +28,8 @@ HANDED_OFF = "NEURON_EXPLORER_HANDED_OFF"
 DEBUG = "NEURON_EXPLORER_DEBUG"
 NO_PRUNE = "NEURON_EXPLORER_NO_PRUNE"
 TRACE_COMPILE = "NEURON_EXPLORER_TRACE_COMPILE"
+MAX_INFLATION = "NEURON_EXPLORER_MAX_INFLATION"
+MAX_STRING = "NEURON_EXPLORER_MAX_STRING"
 
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 _OFF = ("off", "0", "none")
@@ -46,21 +48,59 @@ class Variable:
     meaning: str
 
 
-def _count(text: str) -> int:
-    if not re.fullmatch(r"\+?\d+", text):
+#: The largest whole number a count takes (int64: every count ends up in an Arrow or DuckDB
+#: integer) and the largest size (1 EiB: no machine holds more, and a float of it is exact).
+MAX_COUNT = (1 << 63) - 1
+MAX_SIZE = 1 << 60
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+#: The most decode workers ``NEURON_EXPLORER_WORKERS`` takes: twice the CPUs this process may
+#: use, at least 8 (the default's own cap, so a setting that works on an 8-CPU machine is never
+#: refused). Decoding is CPU-bound: past the CPUs a worker adds ~90 MB and no speed (measured:
+#: 32 workers on 2 CPUs, 2.9 GB and twice as slow as 2); the 2x leaves room for an affinity that
+#: undercounts (a container's quota).
+MAX_WORKERS = max(8, 2 * _usable_cpus())
+
+
+def _count(text: str, most: int = MAX_COUNT) -> int:
+    # ASCII digits only: int() also takes other scripts' digits ('\u0663' is 3).
+    if not re.fullmatch(r"\+?[0-9]{1,19}", text):
         raise ValueError
-    return int(text)
+    value = int(text)
+    if value > most:
+        raise ValueError
+    return value
+
+
+def _workers(text: str) -> int:
+    return _count(text, MAX_WORKERS)
 
 
 def _size(text: str) -> int | None:
     if text.lower() in _OFF:
         return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?B?)", text.upper())
+    m = re.fullmatch(r"([0-9]{1,19}(?:\.[0-9]{1,9})?)\s*([KMGT]?B?)", text.upper())
     if not m:
         raise ValueError
     unit = m.group(2) if m.group(2).endswith("B") or not m.group(2) else m.group(2) + "B"
     value = int(float(m.group(1)) * _SIZE_UNITS[unit])
-    if value <= 0:
+    if not 0 < value <= MAX_SIZE:
+        raise ValueError
+    return value
+
+
+def _ratio(text: str) -> int | None:
+    if text.lower() in _OFF:
+        return None
+    value = _count(text, 1 << 20)
+    if value < 1:
         raise ValueError
     return value
 
@@ -87,14 +127,14 @@ VARIABLES: dict[str, Variable] = {
     for v in (
         Variable(
             WORKERS,
-            _count,
-            "a whole number of worker processes, e.g. 4 (0 or 1: decode in one process)",
+            _workers,
+            f"a whole number of worker processes from 0 to {MAX_WORKERS}, e.g. 4 (0 or 1: decode in one process)",
             "worker processes decoding a large JSON trace (default: the usable CPUs, at most 8)",
         ),
         Variable(
             SPOOL_EVENTS,
             _count,
-            "a whole number of events, e.g. 1000000 (0: every streamed trace)",
+            "a whole number of events up to 2**63-1, e.g. 1000000 (0: every streamed trace)",
             "event count past which a JSON import is built out of core (default 1,048,576)",
         ),
         Variable(
@@ -106,8 +146,20 @@ VARIABLES: dict[str, Variable] = {
         Variable(
             MEMORY,
             _size,
-            "a size such as 8GB or 512MB, or off",
+            "a size such as 8GB or 512MB (at most 1073741824GB), or off",
             "the memory a command may use holding a trace (default: MemAvailable)",
+        ),
+        Variable(
+            MAX_INFLATION,
+            _ratio,
+            "a whole number from 1 to 1048576, e.g. 500, or off (0)",
+            "how many times its own size a .gz input may decompress to, at least 1 GiB (default 200)",
+        ),
+        Variable(
+            MAX_STRING,
+            _size,
+            "a size such as 64MB or 1GB, or off (0)",
+            "the longest string a JSON input may hold (default 64MB)",
         ),
         Variable(
             EXCLUDE,
@@ -145,7 +197,8 @@ def value(name: str, environ: Any = None) -> Any:
     try:
         return var.parse(raw.strip())
     except ValueError:
-        raise EnvironmentSettingError(f"{name}={raw!r}: expected {var.expected}") from None
+        shown = raw if len(raw) <= 80 else raw[:60] + "..."
+        raise EnvironmentSettingError(f"{name}={shown!r}: expected {var.expected}") from None
 
 
 def check_all(environ: Any = None) -> None:
@@ -172,6 +225,22 @@ def memory_budget() -> int | str | None:
     if raw is None or not raw.strip():
         return "unset"
     return value(MEMORY)
+
+
+def max_inflation() -> int | str | None:
+    """The ratio, None when set to ``off``, or ``"unset"`` when the variable is not set."""
+    raw = os.environ.get(MAX_INFLATION)
+    if raw is None or not raw.strip():
+        return "unset"
+    return value(MAX_INFLATION)
+
+
+def max_string() -> int | str | None:
+    """Bytes, None when set to ``off``, or ``"unset"`` when the variable is not set."""
+    raw = os.environ.get(MAX_STRING)
+    if raw is None or not raw.strip():
+        return "unset"
+    return value(MAX_STRING)
 
 
 def exclude_patterns() -> tuple[str, ...]:

@@ -81,8 +81,12 @@ def import_input(src: Path, progress: Any = None) -> Trace:
     ``summary-json`` file, a Parquet export directory, or a directory of several."""
     require_input(src)
     if src.is_file():
+        from neuron_explorer.collectors.build.input_limits import InputLimitError
+
         try:
             return import_kineto_json(src, progress=progress)
+        except InputLimitError:
+            raise  # (past a size limit: any reader would read it all again)
         except TraceFormatError:
             from neuron_explorer.collectors.load import load
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from neuron_explorer.collectors.build.input_limits import BOM, InputLimitError
 from neuron_explorer.trace.errors import NeuronExplorerError, TraceFormatError
 from neuron_explorer.trace.model import Trace
 from neuron_explorer.trace.paths import require_input
@@ -28,6 +29,8 @@ def load(path: str | Path, progress: Any = None) -> Trace:
 
         try:
             return import_kineto_json(p, progress=progress)
+        except InputLimitError:  # (past a bound of the input: no other reader is tried)
+            raise
         except TraceFormatError:
             if _is_neuron(p):  # a legacy neuron-profile JSON export
                 return _import_neuron(p)
@@ -60,7 +63,8 @@ def _is_neuron(path: Path) -> bool:
         obj = load_json(path)
     except (NeuronExplorerError, RecursionError):  # (a probe: the Kineto error stands)
         return False
-    # (a compiler kernel_info.json goes to the Neuron reader, which refuses it in one line)
+    # (a compiler kernel_info.json goes to the Neuron reader, which refuses it in one line; an
+    # object with a traceEvents member is a Kineto trace, whatever else it holds: its error stands)
     return is_device_json(obj) or is_system_json(obj) or is_compiler_kernel_info(obj)
 
 
@@ -72,5 +76,6 @@ def _import_neuron(path: Path) -> Trace:
 
 def _looks_like_json(path: Path) -> bool:
     with open(path, "rb") as fh:
-        head = fh.read(64).lstrip()
+        head = fh.read(64)
+    head = head.removeprefix(BOM).lstrip()
     return head[:1] in (b"{", b"[") or head[:2] == b"\x1f\x8b"

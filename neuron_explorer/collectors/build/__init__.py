@@ -9,7 +9,9 @@ links by key and flow), ``steps`` (the step of each event, the trailing partial 
 ``step_tail``), ``event_columns`` (the columns of each event's own arguments, the schema table),
 ``source_map`` (which files are user code) and ``source_attribution`` (the src_* columns),
 ``graph_replay`` (CUDA/HIP graph work to its capture-time lines); ``deferred`` is the trace whose
-wide text columns are gathered when written, ``_conversion`` the memory settings of a build.
+wide text columns are gathered when written, ``_conversion`` the memory settings of a build,
+``input_limits`` the bounds every JSON reader reads its file within (inflation, one string's
+length, a byte order mark dropped).
 
 Imports only ``trace/``, ``version``, ``environment`` and ``parallel``: nothing here knows a
 reader (``kineto/``, ``lines/``, ``neuron/``, ``capture/`` import it, never the reverse).

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neuron_explorer.collectors.build._conversion import conversion_settings
+from neuron_explorer.collectors.build.input_limits import BoundedInput
 from neuron_explorer.collectors.build.normalize import build_trace
 from neuron_explorer.collectors.build.raw_events import RawEvents
 from neuron_explorer.collectors.kineto import json_depth
@@ -241,11 +242,9 @@ def _dropped(raw: RawEvents) -> int:
 
 # ------------------------------------------------------------------------------- decoding
 def _open_bytes(path: Path) -> io.BufferedIOBase:
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    if magic == b"\x1f\x8b":
-        return _gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+    """The file's JSON text, decompressed, within the bounds of ``input_limits`` (inflation,
+    one string's length; a byte order mark dropped)."""
+    return BoundedInput(path, _gzip.open)  # type: ignore[return-value]
 
 
 _Decoded = tuple[dict[str, Any], Repairs]
@@ -408,10 +407,20 @@ def _decode_chunks(
     chunks: _Chunks,
 ) -> bytes:
     """Cut the events text into chunks of ~``CHUNK_BYTES`` at event boundaries and decode each
-    (in order, here or in workers); returns the unread tail."""
+    (in order, here or in workers); returns the unread tail.
+
+    Linear in the text however long an event (or the whitespace between two) is: the buffer
+    grows in place, and a search for a boundary skips what an earlier search found without one
+    (``clean``), so a text with no boundary for 1 GB costs one pass, not one per block read. A
+    block of whitespace alone outside any string (``BoundedInput.outside_string``) is kept as
+    one space: a whitespace bomb costs its decompression, not its size in memory."""
     raw_fh: Any = getattr(fh, "fileobj", None) or getattr(fh, "_fp", None)
+    buf = bytearray(buf)
+    clean = 0  # buf[:clean] holds no boundary
     while True:
-        cut = _last_boundary(buf, len(buf)) if len(buf) >= CHUNK_BYTES else -1
+        cut = _last_boundary(buf, len(buf), clean) if len(buf) >= CHUNK_BYTES else -1
+        if cut < 0 and len(buf) >= CHUNK_BYTES:
+            clean = max(0, len(buf) - _LOOKAHEAD)  # (a "}" near the end waits for what follows it)
         for _ in range(16):
             if cut < 0:
                 break
@@ -420,9 +429,10 @@ def _decode_chunks(
             except msgspec.ValidationError:  # an event of the wrong shape, not a wrong cut
                 raise
             except msgspec.DecodeError:  # the cut fell inside an event: try an earlier one
-                cut = _last_boundary(buf, cut - 1)
+                cut = _last_boundary(buf, cut - 1, clean)
                 continue
-            buf = buf[cut:].lstrip().lstrip(b",")
+            buf = bytearray(buf[cut:].lstrip().lstrip(b","))
+            clean = 0
             decoder.throttle()  # (outside the try: a chunk's own DecodeError is no bad cut)
             for part in decoder.take_ready():
                 chunks.add(part)
@@ -436,7 +446,9 @@ def _decode_chunks(
             pos = _tell(raw_fh, fh)
             progress(min(pos, size), size)
         if not block:
-            return buf
+            return bytes(buf)
+        if block.isspace() and getattr(fh, "outside_string", False):
+            block = b" "  # (whitespace between tokens, however much: one space says the same)
         buf += block
 
 
@@ -447,18 +459,22 @@ def _tell(raw_fh: Any, fh: Any) -> int:
         return 0
 
 
-def _last_boundary(buf: bytes, before: int) -> int:
-    """Index just past the last ``}``, before ``before``, that is followed by ``,`` and ``{``.
+#: Bytes after a ``}`` looked at for the ``,`` and ``{`` of the next event.
+_LOOKAHEAD = 64
+
+
+def _last_boundary(buf: bytes | bytearray, before: int, after: int = 0) -> int:
+    """Index just past the last ``}``, in ``[after, before)``, that is followed by ``,`` and ``{``.
 
     Between two top-level events that sequence always appears; inside an event it appears only
     in an array of objects, where decoding the chunk fails and the caller tries an earlier one.
     """
     pos = before
     while True:
-        close = buf.rfind(b"}", 0, pos)
+        close = buf.rfind(b"}", after, pos)
         if close < 0:
             return -1
-        rest = buf[close + 1 : close + 64].lstrip()
+        rest = buf[close + 1 : close + _LOOKAHEAD].lstrip()
         if rest[:1] == b"," and rest[1:].lstrip()[:1] == b"{":
             return close + 1
         pos = close

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from neuron_explorer.collectors.build.input_limits import BOM
 from neuron_explorer.parallel import Executor
 from neuron_explorer.trace.atomic import atomic_dir
 from neuron_explorer.trace.errors import TraceFormatError, TraceNotFoundError
@@ -66,6 +67,7 @@ def _looks_like_kineto(path: Path, head_bytes: int = 1 << 18) -> bool:
             head = fh.read(head_bytes)
     except (OSError, EOFError, zlib.error):
         return True  # unreadable: let the importer name the problem
+    head = head.removeprefix(BOM)
     return b'"traceEvents"' in head or not head.lstrip().startswith(b"{")
 
 

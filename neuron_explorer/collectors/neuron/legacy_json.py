@@ -11,7 +11,6 @@ host-clock runtime events. Field conventions: docs/neuron.md.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,16 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from neuron_explorer.collectors.build.input_limits import read_text
 from neuron_explorer.collectors.neuron import frames as F
 from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers, queue_table
-from neuron_explorer.collectors.neuron.model import DeviceProfile, core_index
+from neuron_explorer.collectors.neuron.model import DeviceProfile, bounded_record, core_index
 from neuron_explorer.trace.errors import TraceFormatError
+
+try:
+    from isal.isal_zlib import error as _isal_error
+except ImportError:  # pragma: no cover - isal is a declared dependency
+    _isal_error = zlib.error  # type: ignore[misc]
 
 INSTRUCTION_FIELDS = {
     "timestamp": "start_ns",
@@ -90,14 +95,14 @@ SYSTEM_KEYS = ("trace_events", "trace_event")
 
 
 def load_json(path: Path) -> Any:
+    """The decoded JSON of a file (``.gz`` or not), read within ``input_limits``' bounds:
+    inflation and one string's length are checked while it decompresses, a byte order mark
+    is dropped."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
+        data = read_text(path)
+    except (OSError, EOFError, zlib.error, _isal_error) as exc:
         raise TraceFormatError(f"cannot read ({exc}); is the .gz file truncated?", path) from None
-    if not data.strip():
+    if not data or data.isspace():
         raise TraceFormatError("the file is empty", path)
     try:
         return msgspec.json.decode(data)
@@ -128,7 +133,12 @@ _EVENT_KEYS = ("instruction", "dma", "active_time", "metadata", "profile_info")
 def is_compiler_kernel_info(obj: Any) -> bool:
     """A compiler ``kernel_info.json`` (``{"kernels": ..., "summary": ...}``), found beside real
     profiles: not a profile, although it has a ``summary``."""
-    return isinstance(obj, dict) and "kernels" in obj and not any(k in obj for k in _EVENT_KEYS)
+    return (
+        isinstance(obj, dict)
+        and "kernels" in obj
+        and not any(k in obj for k in _EVENT_KEYS)
+        and not is_kineto_json(obj)
+    )
 
 
 KERNEL_INFO_MESSAGE = (
@@ -137,15 +147,23 @@ KERNEL_INFO_MESSAGE = (
 )
 
 
+def is_kineto_json(obj: Any) -> bool:
+    """A Kineto/Chrome trace: an object with a ``traceEvents`` member (TraceLens traces also
+    have a top-level ``metadata``, a name Neuron exports use too), or a list of events."""
+    return (isinstance(obj, dict) and "traceEvents" in obj) or (
+        isinstance(obj, list) and bool(obj) and isinstance(obj[0], dict) and "ph" in obj[0]
+    )
+
+
 def is_device_json(obj: Any) -> bool:
-    if is_compiler_kernel_info(obj):
+    if is_compiler_kernel_info(obj) or is_kineto_json(obj):
         return False
     obj = as_device_json(obj)
     return isinstance(obj, dict) and any(k in obj for k in DEVICE_KEYS)
 
 
 def is_system_json(obj: Any) -> bool:
-    return isinstance(obj, dict) and any(k in obj for k in SYSTEM_KEYS)
+    return isinstance(obj, dict) and not is_kineto_json(obj) and any(k in obj for k in SYSTEM_KEYS)
 
 
 def _records(obj: dict[str, Any], key: str, path: Path) -> pd.DataFrame:
@@ -188,10 +206,10 @@ def read_legacy_json(path: str | Path, obj: Any | None = None) -> DeviceProfile:
 
 def _read(path: Path, obj: dict[str, Any]) -> DeviceProfile:
     profile = DeviceProfile(source=path, format="json", tables=sorted(obj))
-    meta = _first(obj, "metadata", path)
+    meta = bounded_record(_first(obj, "metadata", path), profile, "metadata")
     profile.metadata_raw = meta
     profile.schema_version = str(meta.get("data_version")) if meta.get("data_version") is not None else None
-    summary = _first(obj, "summary", path)
+    summary = bounded_record(_first(obj, "summary", path), profile, "summary")
     profile.summary_raw = summary
     profile.file_warnings = file_warnings(obj.get("warnings"))
     profile.metrics_only = not any(k in obj for k in ("instruction", "dma", "active_time"))

@@ -125,6 +125,66 @@ def core_index(value: Any, profile: DeviceProfile) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------ bounded numbers
+#: The numbers a Summary or Metadata field may hold: int64's range (every count, time and byte
+#: size fits it; the trace stores them as int64 or float64).
+MAX_FIELD_NUMBER = 2**63
+
+
+def bounded_record(record: dict[str, Any], profile: DeviceProfile, table: str) -> dict[str, Any]:
+    """``record`` without the numbers no field of a profile holds: integers outside int64
+    (a 400-digit count, 2**64), non-finite floats and floats beyond int64's range (+-1e308,
+    which turn into inf once scaled or summed). Each is left out (null) and named in one
+    warning, so that no analyzer ever sees it. Nested lists and objects (no metric reads
+    them) are kept, their out-of-range numbers set to null and the field named likewise."""
+    dropped: list[str] = []
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if _out_of_range(value):
+            dropped.append(str(key))
+            continue
+        if isinstance(value, (list, dict)):
+            value, nested = _bounded_nested(value)
+            if nested:
+                dropped.append(str(key))
+        out[key] = value
+    if dropped:
+        names = ", ".join(sorted(dropped)[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
+        profile.warn(f"{table} field(s) {names} hold numbers outside int64's range (or not finite): left out")
+    return out
+
+
+def _out_of_range(value: Any) -> bool:
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, (int, np.integer)):
+        return not -MAX_FIELD_NUMBER <= int(value) < MAX_FIELD_NUMBER
+    if isinstance(value, (float, np.floating)):
+        return not (np.isfinite(value) and -MAX_FIELD_NUMBER <= float(value) <= MAX_FIELD_NUMBER)
+    return False
+
+
+def _bounded_nested(value: Any) -> tuple[Any, bool]:
+    """``value`` with its out-of-range numbers as None, and whether it had any (iterative:
+    depth is bounded by the decoder already, but no recursion is needed)."""
+    changed = False
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        item = parent[key]
+        if isinstance(item, list):
+            item = parent[key] = list(item)
+            stack.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            item = parent[key] = dict(item)
+            stack.extend((item, k) for k in item)
+        elif _out_of_range(item):
+            parent[key] = None
+            changed = True
+    return root[0], changed
+
+
 # ------------------------------------------------------------------------------ summary units
 #: ``*_percent`` fields that are not shares of the run: throttle limits and the like, seen above 1
 #: (1.0967, 253) in real trn1 summaries. They keep their name and raw value.

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from neuron_explorer.collectors.neuron import frames as F
 from neuron_explorer.collectors.neuron.dma import finish_dmas, mark_transfers
-from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile, core_index
+from neuron_explorer.collectors.neuron.model import KNOWN_SCHEMA_MAJORS, DeviceProfile, bounded_record, core_index
 from neuron_explorer.collectors.neuron.parquet_fields import (
     CC_FIELDS,
     DMA_FIELDS,
@@ -86,8 +86,8 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     profile = DeviceProfile(source=directory, format="parquet", tables=sorted(files))
     if not any(t in files for t in _ACTIVITY) and "Summary" in files:
         profile.metrics_only = True
-        profile.summary_raw = _one_row(files, "Summary")
-        profile.metadata_raw = _one_row(files, "Metadata")
+        profile.summary_raw = bounded_record(_one_row(files, "Summary"), profile, "Summary")
+        profile.metadata_raw = bounded_record(_one_row(files, "Metadata"), profile, "Metadata")
         profile.warn("Summary table only: metrics, no instruction or DMA events")
         return profile
     if not any(t in files for t in _ACTIVITY):
@@ -96,7 +96,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
             "Neuron export directory",
             directory,
         )
-    meta = _one_row(files, "Metadata")
+    meta = bounded_record(_one_row(files, "Metadata"), profile, "Metadata")
     profile.metadata_raw = meta
     version = meta.get("profile_schema_version")
     profile.schema_version = str(version) if version is not None else None
@@ -104,7 +104,7 @@ def read_parquet_export(directory: str | Path) -> DeviceProfile:
     if "Metadata" not in files:
         profile.warn("Metadata table missing: schema version and hardware clocks unknown; timestamps used as they are")
     if "Summary" in files:
-        profile.summary_raw = _one_row(files, "Summary")
+        profile.summary_raw = bounded_record(_one_row(files, "Summary"), profile, "Summary")
     else:
         profile.warn("Summary table missing: MFU and engine/DMA utilization are computed from the events instead")
 
