@@ -2,11 +2,12 @@
 
 Checked once, in the dispatcher, before a command reads anything: each output a command was
 given (``-o``/``--output``, ``--html``) against each input path (the trace or traces, the paths
-``compare`` takes, ``diff``'s two sides, a device profile, a provenance file, ``record``'s
-script). An output is refused when it is the same file as an input through any alias (``./t``,
+``compare`` takes, ``diff``'s two sides, a device profile, a provenance file, a
+``--device-spec`` file, ``record``'s script). An output is refused when it is the same file as an input through any alias (``./t``,
 ``DIR/../DIR/t``, ``/proc/self/cwd/t``, a symlinked directory, a hard link: compared by device
 and inode), or, when it does not exist yet, when its real path is the input's; and when it is an
-existing file inside an input directory (a run directory: it may be one of its traces).
+existing trace-named file (``.parquet``, ``.json``, ``.gz``) inside an input directory (a run
+directory: it may be one of its traces).
 ``analyze -o t.parquet t.parquet`` wrote its JSON over the trace, exit 0 (issue 43).
 """
 
@@ -19,7 +20,10 @@ from collections.abc import Iterator
 from neuron_explorer.trace.errors import NeuronExplorerError
 
 #: Attributes of a command's parsed arguments that name files it reads.
-INPUTS = ("trace", "traces", "paths", "base", "new", "run", "device_profile", "provenance")
+INPUTS = ("trace", "traces", "paths", "base", "new", "run", "device_profile", "provenance", "device_spec")
+#: Names an input directory's readers take as traces: an existing file of these inside an input
+#: directory is refused as an output (a report beside them, ``run/report.html``, is not).
+TRACE_SUFFIXES = (".parquet", ".pq", ".json", ".gz")
 #: Attributes that name files it writes (``option`` shown in the error).
 OUTPUTS = {"output": "-o", "html": "--html"}
 
@@ -57,7 +61,7 @@ def _inside(output: str, directory: str) -> bool:
     """Whether ``output`` is an existing file inside the input ``directory`` (one the command
     may be reading: a run directory's rank traces); a new file there destroys nothing."""
     try:
-        if not os.path.isdir(directory) or not os.path.isfile(output):
+        if not os.path.isdir(directory) or not os.path.isfile(output) or not output.lower().endswith(TRACE_SUFFIXES):
             return False
         real_dir = os.path.realpath(directory)
         real_out = os.path.realpath(output)
@@ -69,7 +73,7 @@ def _inside(output: str, directory: str) -> bool:
 def refuse_outputs_over_inputs(args: argparse.Namespace) -> None:
     """Raise ``OutputIsInputError`` (one line: the option, the output, the input) when an output
     of this command is one of its inputs or lies inside an input directory."""
-    sources = _inputs(args)
+    sources = [p for p in _inputs(args) if os.path.exists(p)]  # (a name such as --device-spec h100 is no file)
     for attr, option in OUTPUTS.items():
         for output in _paths(getattr(args, attr, None)):
             for source in sources:

@@ -23,6 +23,7 @@ def work(tmp_path: Path) -> Path:
     shutil.copy(tmp_path / "t.parquet", tmp_path / "d/t.parquet")
     (tmp_path / "link").symlink_to(tmp_path / "d")
     os.link(tmp_path / "t.parquet", tmp_path / "hard.parquet")
+    (tmp_path / "spec.toml").write_text('name = "mine"\npeak_tflops = 100\nmem_bw_gbps = 1000\n')
     return tmp_path
 
 
@@ -40,6 +41,7 @@ CASES = [
     (["metrics", "t.parquet", "-o"], "t.parquet"),
     (["convert", "t.json", "-o"], "./t.json"),
     (["analyze", "d", "-o"], "d/t.parquet"),  # a file inside an input directory
+    (["analyze", "t.parquet", "--device-spec", "spec.toml", "-o"], "./spec.toml"),
 ]
 
 
@@ -47,13 +49,22 @@ CASES = [
 def test_an_output_naming_an_input_is_refused_in_one_line_and_the_input_is_unchanged(
     work: Path, command: list[str], alias: str
 ) -> None:
-    before = {p: p.read_bytes() for p in (work / "t.parquet", work / "t.json", work / "d/t.parquet")}
+    before = {
+        p: p.read_bytes() for p in (work / "t.parquet", work / "t.json", work / "d/t.parquet", work / "spec.toml")
+    }
     done = run_cli(*command, alias, cwd=work, timeout=120)
     assert done.returncode == 3, (done.stdout[-300:], done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert alias in lines[0] and ("is the input" in lines[0] or "inside the input directory" in lines[0])
     assert {p: p.read_bytes() for p in before} == before
+
+
+def test_a_report_beside_the_traces_of_an_input_directory_may_be_written_again(work: Path) -> None:
+    for _ in range(2):
+        done = run_cli("report", "d", "-o", "d/report.html", cwd=work, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert (work / "d/report.html").stat().st_size > 0
 
 
 def test_metrics_never_deletes_a_file_it_did_not_write(work: Path) -> None:
