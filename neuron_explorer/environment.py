@@ -28,6 +28,7 @@ HANDED_OFF = "NEURON_EXPLORER_HANDED_OFF"
 DEBUG = "NEURON_EXPLORER_DEBUG"
 NO_PRUNE = "NEURON_EXPLORER_NO_PRUNE"
 TRACE_COMPILE = "NEURON_EXPLORER_TRACE_COMPILE"
+STRICT_RULES = "NEURON_EXPLORER_STRICT_RULES"
 MAX_INFLATION = "NEURON_EXPLORER_MAX_INFLATION"
 MAX_STRING = "NEURON_EXPLORER_MAX_STRING"
 
@@ -184,6 +185,12 @@ VARIABLES: dict[str, Variable] = {
             "1 or 0 (true/false, yes/no, on/off)",
             "record torch.compile's own Python while it compiles (by default paused, docs/capture.md)",
         ),
+        Variable(
+            STRICT_RULES,
+            _flag,
+            "1 or 0 (true/false, yes/no, on/off)",
+            "a rule that fails on a trace raises instead of becoming one line in rule_errors (the test suite sets it)",
+        ),
     )
 }
 
@@ -255,3 +262,8 @@ def aws_cli() -> str | None:
 
 def debug() -> bool:
     return bool(value(DEBUG))
+
+
+def strict_rules() -> bool:
+    """Whether a failing rule raises (``NEURON_EXPLORER_STRICT_RULES``: the test suite)."""
+    return bool(value(STRICT_RULES))

@@ -11,7 +11,6 @@ list the rules).
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -98,7 +97,12 @@ def rule_failure_line(rule_id: str, exc: BaseException) -> str:
 
 def strict_rules() -> bool:
     """Whether a failing rule raises (``NEURON_EXPLORER_STRICT_RULES=1``: the test suite)."""
-    return os.environ.get("NEURON_EXPLORER_STRICT_RULES", "") == "1"
+    from neuron_explorer import environment
+
+    try:
+        return environment.strict_rules()
+    except environment.EnvironmentSettingError:
+        return False  # (a malformed value: the CLI says so in one line before any rule runs)
 
 
 def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> list[Finding]:
