@@ -226,28 +226,27 @@ def spool_dir() -> str | None:
     return value(SPOOL_DIR)
 
 
-def memory_budget() -> int | str | None:
-    """Bytes, None when set to ``off``, or ``"unset"`` when the variable is not set."""
-    raw = os.environ.get(MEMORY)
+def _set_or_unset(name: str) -> int | str | None:
+    """The parsed value of ``name``, None when set to ``off``, or ``"unset"`` when not set."""
+    raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return "unset"
-    return value(MEMORY)
+    return value(name)
+
+
+def memory_budget() -> int | str | None:
+    """Bytes, None when set to ``off``, or ``"unset"`` when the variable is not set."""
+    return _set_or_unset(MEMORY)
 
 
 def max_inflation() -> int | str | None:
     """The ratio, None when set to ``off``, or ``"unset"`` when the variable is not set."""
-    raw = os.environ.get(MAX_INFLATION)
-    if raw is None or not raw.strip():
-        return "unset"
-    return value(MAX_INFLATION)
+    return _set_or_unset(MAX_INFLATION)
 
 
 def max_string() -> int | str | None:
     """Bytes, None when set to ``off``, or ``"unset"`` when the variable is not set."""
-    raw = os.environ.get(MAX_STRING)
-    if raw is None or not raw.strip():
-        return "unset"
-    return value(MAX_STRING)
+    return _set_or_unset(MAX_STRING)
 
 
 def exclude_patterns() -> tuple[str, ...]:
