@@ -283,10 +283,15 @@ class SqlEngine:
         return result
 
     def _timeout(self) -> SqlTimeoutError:
-        return SqlTimeoutError(
-            f"query stopped: it ran past the {self.timeout_s:g} s time limit. Aggregate earlier, filter "
-            "with WHERE (kind, step, rank, start_ns), or avoid cross joins of the events table."
-        )
+        return timeout_error(self.timeout_s)
+
+
+def timeout_error(timeout_s: float) -> SqlTimeoutError:
+    """What a query past its time limit answers (the engine's interrupt or the worker's kill)."""
+    return SqlTimeoutError(
+        f"query stopped: it ran past the {timeout_s:g} s time limit. Aggregate earlier, filter "
+        "with WHERE (kind, step, rank, start_ns), or avoid cross joins of the events table."
+    )
 
 
 def _nodes(tree: Any) -> Iterator[dict[str, Any]]:

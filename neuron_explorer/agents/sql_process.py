@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from neuron_explorer.agents.budget import DEFAULT_MAX_CHARS, check_max_chars
-from neuron_explorer.agents.sql import DEFAULT_TIMEOUT_S, MAX_ROWS, SqlError, SqlTimeoutError
+from neuron_explorer.agents.sql import DEFAULT_TIMEOUT_S, MAX_ROWS, SqlError, SqlTimeoutError, timeout_error
 
 #: The memory a query may use (anonymous resident bytes of its worker): docs/agents.md.
 DEFAULT_MEMORY_BYTES = 4 << 30
@@ -172,7 +172,7 @@ class SqlSandbox:
                 reply = self._exchange(request, time.monotonic() + self.timeout_s + _grace(self.timeout_s))
             except TimeoutError:
                 self._kill()
-                raise _timeout(self.timeout_s) from None
+                raise timeout_error(self.timeout_s) from None
             except MemoryError:
                 self._kill()
                 raise SqlError(
@@ -195,13 +195,6 @@ class SqlSandbox:
             self._kill()
         with contextlib.suppress(OSError):
             self._dir.cleanup()
-
-
-def _timeout(timeout_s: float) -> SqlTimeoutError:
-    return SqlTimeoutError(
-        f"query stopped: it ran past the {timeout_s:g} s time limit. Aggregate earlier, filter "
-        "with WHERE (kind, step, rank, start_ns), or avoid cross joins of the events table."
-    )
 
 
 def _anon_rss(pid: int) -> int:
