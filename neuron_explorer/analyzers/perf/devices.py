@@ -44,6 +44,9 @@ class DeviceSpec:
     #: what tells the variants of one name apart in a trace's deviceProperties
     sms: int | None = None
     mem_gib: float | None = None
+    #: the last-level on-chip cache, MiB (L2; AMD CDNA3: the Infinity Cache): an op whose bytes fit
+    #: in it can be fed faster than the memory roof, so above that roof it is not judged against it
+    cache_mib: float | None = None
 
     def peak_flops(self, dtype: str | None, matrix: bool) -> float | None:
         """Peak FLOP/s for a dtype on the matrix or the vector units; None when unsupported.
@@ -88,6 +91,7 @@ def _spec(
         source,
         aliases,
         *_SHAPE.get(name, (None, None)),
+        _CACHE_MIB.get(name),
     )
 
 
@@ -111,7 +115,27 @@ _SHAPE: dict[str, tuple[int, float]] = {
 }
 
 
-#: The table (TFLOP/s, TB/s). Sources: docs/devices.md.
+#: Last-level cache per device, MiB, from the same vendors' datasheets and architecture
+#: whitepapers (NVIDIA L2; AMD CDNA2 L2 per GCD, CDNA3 Infinity Cache); docs/perf.md.
+_CACHE_MIB: dict[str, float] = {
+    "V100": 6,
+    "A100-40GB": 40,
+    "A100": 40,
+    "H100-SXM": 50,
+    "H100-PCIe": 50,
+    "H100-NVL": 50,
+    "H200": 50,
+    "L4": 48,
+    "L40S": 96,
+    "MI210": 8,
+    "MI250": 8,
+    "MI250X": 8,
+    "MI300X": 256,
+    "MI325X": 256,
+}
+
+
+#: The table (TFLOP/s, TB/s). Sources: docs/perf.md.
 DEVICES: dict[str, DeviceSpec] = {
     s.name: s
     for s in (

@@ -134,6 +134,8 @@ BINARY = frozenset(
         "hypot",
     ]
 )
+#: The binary ops that take three tensor inputs; every other one takes two (and its ``out=``).
+THREE_INPUTS = frozenset(["addcdiv", "addcdiv_", "addcmul", "addcmul_", "lerp", "lerp_", "where"])
 COPY = frozenset(["copy", "copy_", "_to_copy", "clone", "contiguous", "_copy_from", "_copy_from_and_resize"])
 FILL = frozenset(
     ["fill_", "zero_", "zeros_like", "ones_like", "full_like", "normal_", "uniform_", "random_", "bernoulli_"]
@@ -197,7 +199,10 @@ def elementwise_model(op: str, a: OpArgs) -> OpModel | None:
     if op in UNARY or (op not in BINARY and len(tensors) == 1):
         out_bpe = 1 if op in _COMPARE else b0
         return _vector("elementwise", numel(s0), numel(s0) * (b0 + out_bpe), a.dtype(i0))
-    # binary / ternary: inputs read at their own size, output at the broadcast size
+    # binary / ternary: inputs read at their own size, output at the broadcast size; a tensor
+    # past a two-input op's inputs is its ``out=`` argument: written, not read (mul.out)
+    if op not in THREE_INPUTS and len(tensors) > 2:
+        tensors = tensors[:2]
     out = s0
     read = 0.0
     for i in tensors:

@@ -215,7 +215,12 @@ def _group_table(
         if work.wrapper is not None
         else np.zeros(n_groups, bool)
     )
-    _apply_models(out, frames, kernel_category, spec, no_model)
+    # the share of each group's kernel time on the matrix units, by kernel name (TF32 vs fp32)
+    tensor_core = np.zeros(n_groups, bool)
+    if work.tensor_core is not None:
+        tc_ns = np.bincount(ev_group[linked], weights=dur[linked] * work.tensor_core[linked], minlength=n_groups)
+        tensor_core = tc_ns > 0.5 * kernel_ns
+    _apply_models(out, frames, kernel_category, spec, no_model, tensor_core)
     out["device_time_pct"] = 100.0 * out["kernel_ns"] / total_ns if total_ns else np.nan
     order = np.argsort(-out["kernel_ns"].to_numpy(), kind="stable")
     rank_of = np.empty(n_groups, np.int64)
@@ -254,14 +259,25 @@ def _top_lines(
 
 
 def _apply_models(
-    out: pd.DataFrame, frames: TraceFrames, kernel_category: list[str], spec: DeviceSpec | None, no_model: np.ndarray
+    out: pd.DataFrame,
+    frames: TraceFrames,
+    kernel_category: list[str],
+    spec: DeviceSpec | None,
+    no_model: np.ndarray,
+    tensor_core: np.ndarray,
 ) -> None:
-    """Model each group once from its first call's arguments; fill the roofline columns."""
+    """Model each group once from its first call's arguments; fill the roofline columns.
+
+    The peak is the one of the math the kernels ran: an fp32 matrix op whose kernels run on
+    tensor cores (``cutlass_80_tensorop_s1688gemm``, ``sm80_xmma_..._tf32``) did TF32 math
+    where the device has no fp32 matrix rate (NVIDIA: PyTorch's ``allow_tf32``), so it is held
+    against the TF32 peak; on CDNA the matrix units take fp32 itself, at the fp32 matrix rate."""
     rows = out["row"].to_numpy()
     args = iter(_args_of(frames.trace, rows[rows >= 0]))
     flops, data, dtype, matrix, params, category, shapes_txt, dtypes_txt = [], [], [], [], [], [], [], []
-    for name, shapes, dtypes, row, kcat, comm, skip in zip(
-        out["name"], out["shapes"], out["dtypes"], rows, kernel_category, out["comm_bytes"], no_model
+    tf32 = spec is not None and "tf32" in spec.matrix and "fp32" not in spec.matrix
+    for name, shapes, dtypes, row, kcat, comm, skip, tc in zip(
+        out["name"], out["shapes"], out["dtypes"], rows, kernel_category, out["comm_bytes"], no_model, tensor_core
     ):
         parsed = parse_args(shapes, dtypes, next(args)) if row >= 0 else None
         shapes_txt.append(_compact(parsed.shapes) if parsed else None)
@@ -278,7 +294,11 @@ def _apply_models(
             continue
         flops.append(m.flops if m else np.nan)
         data.append(m.bytes if m else np.nan)
-        dtype.append(m.dtype if m else None)
+        if m is not None and m.matrix and m.dtype == "fp32" and tc and tf32:
+            m.params["math"] = "tf32 (tensor-core kernels)"
+            dtype.append("tf32")
+        else:
+            dtype.append(m.dtype if m else None)
         matrix.append(bool(m.matrix) if m else False)
         if m is not None and parsed is not None:
             strided = non_contiguous(parsed, m.matrix)
@@ -323,8 +343,18 @@ def _apply_models(
             pct = np.where(
                 compute, 100.0 * achieved_flops / peak, np.where(has_bytes, 100.0 * achieved_bw / bw, np.nan)
             )
+        # above the memory roof with bytes that fit in the last-level cache: the cache fed it (an
+        # H200 copy_ of 16 MiB just written reads at 106% of HBM), so no roof here bounds it
+        cache = spec.cache_mib * MB if spec.cache_mib else 0.0
+        cached = (bound == "memory") & (pct > 100.0) & (b <= cache)
+        for i in np.flatnonzero(cached):
+            note = f"{b[i] / MB:.1f} MiB per call fit in the {spec.cache_mib:g} MiB cache; {pct[i]:.0f}% of memory bandwidth"
+            params[i] = _compact({**json.loads(params[i] or "{}"), "cache_resident": note})
+        bound = np.where(cached, "cache", bound)
+        pct = np.where(cached, np.nan, pct)
     out["bound"] = bound
     out["pct_of_peak"] = pct
+    out["params"] = params
 
 
 def _compact(value: Any) -> str:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from neuron_explorer.analyzers.core.columns import lookup, ukey
 from neuron_explorer.analyzers.core.context import TraceFrames
+from neuron_explorer.analyzers.core.kernel_names import uses_tensor_cores
 from neuron_explorer.analyzers.perf import models
 from neuron_explorer.trace.schema import Kind
 
@@ -38,6 +39,9 @@ class Work:
     host_only: bool
     #: Per row of ``frames.host`` (host-only traces): the op is a wrapper (see the module doc).
     wrapper: np.ndarray | None = None
+    #: Per unit (device traces): the kernel's name says it runs on the matrix units (tensor cores,
+    #: MFMA; ``core.kernel_names.uses_tensor_cores``): what tells TF32 from fp32 math.
+    tensor_core: np.ndarray | None = None
 
 
 def work_units(frames: TraceFrames) -> Work:
@@ -58,7 +62,14 @@ def _device_work(frames: TraceFrames) -> Work:
         ukey(dev["rank"].to_numpy(), dev["op_id"].to_numpy()),
     )
     raw = dev["bytes"].to_numpy(np.float64) if "bytes" in dev.columns else np.zeros(len(dev))
-    return Work(rollup(frames, pos), dev["dur_ns"].to_numpy(np.float64), category, np.where(raw > 0, raw, 0.0), False)
+    return Work(
+        rollup(frames, pos),
+        dev["dur_ns"].to_numpy(np.float64),
+        category,
+        np.where(raw > 0, raw, 0.0),
+        False,
+        tensor_core=uses_tensor_cores(dev["name"]).to_numpy(bool),
+    )
 
 
 def _host_work(frames: TraceFrames) -> Work:

@@ -27,6 +27,7 @@ _DTYPES: dict[str, tuple[str, float]] = {
     "c10::Float8_e8m0fnu": ("fp8", 1),
     "c10::Float4_e2m1fn_x2": ("fp4", 1),  # two fp4 values per element: the shape counts pairs
     "long int": ("int64", 8),
+    "long": ("int64", 8),  # measured on HTA's sampled_rank traces (5,612 arguments): older Kineto's spelling
     "int": ("int32", 4),
     "short int": ("int16", 2),
     "signed char": ("int8", 1),

@@ -36,8 +36,16 @@ def perf_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """(op_perf, op_categories, perf_summary) of one trace; see the package docstring."""
     spec, source = resolve_spec(frames, device_spec)
-    table, cats = op_perf(frames, spec)
     host_only = not len(frames.device)
+    if host_only and spec is not None and not device_spec:
+        # the trace names an accelerator but holds none of its work (kernels not recorded): the
+        # ops' host time is their launch, not their math, so no roof of that device bounds it
+        source = (
+            f"{source}; not used: the trace holds no device events, so op host time is not {spec.name} "
+            "kernel time (no roofline; give --device-spec to hold host time against a CPU's peaks)"
+        )
+        spec = None
+    table, cats = op_perf(frames, spec)
     total = float(cats["kernel_time_us"].sum()) if len(cats) else 0.0
     modelled = float((cats["kernel_time_us"] * cats["modelled_pct"].fillna(0) / 100).sum()) if len(cats) else 0.0
     other = float(cats.loc[cats["category"] == "other", "kernel_time_us"].sum()) if len(cats) else 0.0
