@@ -119,8 +119,21 @@ def path_origin(path: str | None, extra: tuple[str, ...] = (), include: tuple[st
     return "library" if _is_library(p) else "user"
 
 
+#: What no file path a frame name carries looks like: a type annotation or call text that a
+#: garbled frame name put where the file goes (``CANN(version: packaging.version.Version, ...)``),
+#: control characters. Such a "file" is nobody's code, so never the user's line.
+_NOT_A_PATH = re.compile(r": |\(.*(?:, |: )|[\x00-\x1f]")
+#: A source checkout of a well-known library (an editable install: ``/app/aiter/aiter/...``, ``/src/transformers/src/transformers/...``,
+#: ``~/src/vllm/vllm/...``): the package folder inside the repository folder of the same name.
+_CHECKOUT = re.compile(
+    r"(?:^|/)(" + "|".join(re.escape(r.rstrip("/")) for r in LIBRARY_ROOTS if r.endswith("/")) + r")/(?:src/)?\1/"
+)
+
+
 def _is_library(p: str) -> bool:
     if any(m in p for m in LIBRARY_MARKERS) or p.startswith(LIBRARY_ROOTS):
+        return True
+    if _NOT_A_PATH.search(p) or _CHECKOUT.search(p):
         return True
     if p.rsplit("/", 1)[-1] in _LAUNCHERS:
         return True

@@ -34,6 +34,11 @@ LIBRARY = [
     "aiter/ops/triton/gemm_a8w8.py",  # a vendored package, written relative to its sys.path entry
     "torch/_dynamo/eval_frame.py",  # Dynamo's own source: its disable wrappers run in eager code
     "/opt/conda/lib/python3.10/site-packages/torch/_dynamo/eval_frame.py",
+    # issue 40 item 8: an editable install's source checkout of a known library, and a garbled
+    # frame name whose "file" is call text from a package's import
+    "/app/aiter/aiter/jit/utils/torch_guard.py",
+    "/src/transformers/src/transformers/models/bert/modeling_bert.py",
+    "CANN(version: packaging.version.Version, ...)",
 ]
 GENERATED = [
     "/tmp/torchinductor_root/ab/cabcdef.py",
@@ -48,6 +53,8 @@ USER = [
     "/home/u/project/model/layers.py",
     "neuron_explorer/examples/train_mlp.py",  # the bundled demo is what the demo profiles
     "/work/wt/x/neuron_explorer/examples/train_mlp.py",
+    "/home/u/My Project (copy)/train.py",  # parentheses in a folder name are still a path
+    "/home/u/vllm_experiments/run.py",  # a library's name inside a user folder's name
 ]
 
 
@@ -125,6 +132,25 @@ def test_imported_ops_under_generated_code_are_marked_generated_or_go_to_the_use
     assert (ev.loc["aten::mm", "src_file"], ev.loc["aten::mm", "src_precision"]) == ("train.py", "function")
     assert (ev.loc["aten::addmm", "src_file"], ev.loc["aten::addmm", "src_precision"]) == (inductor, "generated")
     assert pd.isna(ev.loc["aten::add", "src_file"])
+
+
+def test_a_library_checkout_or_a_garbled_frame_never_becomes_the_users_line(tmp_path) -> None:
+    """The op's line walks up past an editable checkout of aiter (``/app/aiter/aiter/...``) and
+    a frame whose name is call text, to the user's frame that called them."""
+    import json
+
+    import neuron_explorer as ne
+
+    events = [
+        _py("bench.py(42): run_gemm", 0, 100),
+        _py("CANN(version: packaging.version.Version, ...)(3): <lambda>", 1, 98),
+        _py("/app/aiter/aiter/jit/utils/torch_guard.py(88): wrapper", 2, 96),
+        _op("aten::mm", 3, 10),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 0}))
+    ev = ne.load(path).events.to_pandas().set_index("name")
+    assert (ev.loc["aten::mm", "src_file"], int(ev.loc["aten::mm", "src_line"])) == ("bench.py", 42)
 
 
 @pytest.mark.parametrize(("hot_file", "named"), [("/tmp/torchinductor_root/ab/cabc.py", False), ("train.py", True)])
