@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.attribution.one_time import in_one_time
-from neuron_explorer.analyzers.core.columns import name_mask, ukey
+from neuron_explorer.analyzers.core.columns import lookup, name_mask, ukey
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, union_length
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.rules._evidence import (
@@ -82,11 +82,24 @@ def exposed_dtod(ctx: RuleContext) -> list[Finding]:
             f" {int(in_region.sum())} of them ({ms(compiled_ns)}) were launched inside compiled code: {top}; "
             "they are part of the compiled graph."
         )
+    ddp = _ddp_copies(ctx, copies)
+    bucket, buffers = ddp == "bucket", ddp == "buffers"
+    if bucket.any() or buffers.any():
+        where += " DistributedDataParallel's own copies: " + "; ".join(
+            f"{int(m.sum())} ({ms(int(copies.loc[m, 'dur_ns'].sum()))}) {what}"
+            for m, what in (
+                (bucket, "copy gradients from the reducer's buckets into .grad (copy_bucket_to_grad)"),
+                (buffers, "copy the module buffers broadcast from rank 0 back into place in every forward"),
+            )
+            if m.any()
+        )
+        where += "."
     tr, ids = ranges(copies)
     return [
         ctx.finding(
             title=f"Device-to-device copies run alone for {pct:.1f}% {of_wall(ctx.frames.has_steps)}"
-            + (f", from {named.index[0]}" if len(named) else ""),
+            + (f", from {named.index[0]}" if len(named) else "")
+            + (", most of them DistributedDataParallel's" if (bucket | buffers).mean() > 0.5 else ""),
             message=(
                 f"{len(copies)} DtoD copies ({ms(int(copies['dur_ns'].sum()))} in all) left the device without a "
                 f"kernel for {ms(exposed)} {'inside steps' if ctx.frames.has_steps else 'in the trace'}.{where}"
@@ -97,6 +110,8 @@ def exposed_dtod(ctx: RuleContext) -> list[Finding]:
                 "dtod_copies": metric(len(copies), "copies"),
                 "compiled_copies": metric(int(in_region.sum()), "copies"),
                 "compiled_copy_ns": metric(compiled_ns, "ns"),
+                "ddp_bucket_copies": metric(int(bucket.sum()), "copies"),
+                "ddp_buffer_copies": metric(int(buffers.sum()), "copies"),
             },
             cost_ns=exposed,
             category="copy",
@@ -104,14 +119,33 @@ def exposed_dtod(ctx: RuleContext) -> list[Finding]:
             event_ids=ids,
             source_lines=lines_from(copies, "dur_ns"),
             recommendation=(
-                "Copies in compiled code: read the generated code (TORCH_LOGS=output_code) for the copy_/clone "
-                "kernels and remove what forces them (inputs or outputs in a layout the graph changes, in-place "
-                "updates of graph inputs, mutations of views). "
-                if len(named)
-                else ""
-            )
-            + "Avoid copies in the step: no .clone()/.contiguous() of tensors that are already usable, "
-            "write into preallocated outputs (out=) instead of torch.cat or copy_ into buffers.",
+                (
+                    "Copies in compiled code: read the generated code (TORCH_LOGS=output_code) for the copy_/clone "
+                    "kernels and remove what forces them (inputs or outputs in a layout the graph changes, in-place "
+                    "updates of graph inputs, mutations of views). "
+                    if len(named)
+                    else ""
+                )
+                + (
+                    "Let the gradients live in DDP's buckets: DistributedDataParallel(model, gradient_as_bucket_view=True) "
+                    "removes the bucket-to-.grad copies. "
+                    if bucket.any()
+                    else ""
+                )
+                + (
+                    "DistributedDataParallel(model, broadcast_buffers=False) stops re-broadcasting and copying the buffers "
+                    "(BatchNorm running statistics) in every forward, where the ranks' buffers need not be identical "
+                    "every step. "
+                    if buffers.any()
+                    else ""
+                )
+                + (
+                    "Avoid copies in the step: no .clone()/.contiguous() of tensors that are already usable, "
+                    "write into preallocated outputs (out=) instead of torch.cat or copy_ into buffers."
+                    if not (bucket | buffers).all()
+                    else ""
+                )
+            ).strip(),
         )
     ]
 
@@ -145,4 +179,45 @@ def _compiled_region_of(ctx: RuleContext, copies: pd.DataFrame) -> pd.Series:
     )
     idx = np.nonzero(ok)[0][rows]
     out.iloc[idx] = outer["name"].astype(str).to_numpy()[win]
+    return out
+
+
+#: DistributedDataParallel's reducer copies a bucket's averaged gradients into ``.grad``.
+_DDP_BUCKET = r"ddp\.reducer::copy_bucket_to_grad"
+_DDP_FORWARD = "DistributedDataParallel.forward"
+
+
+def _ddp_copies(ctx: RuleContext, copies: pd.DataFrame) -> np.ndarray:
+    """Per copy: ``"bucket"`` when an op above the one that issued it is DDP's reducer copying a
+    bucket into ``.grad``; ``"buffers"`` when it was issued straight inside a
+    ``DistributedDataParallel.forward`` span after a ``c10d::broadcast_`` in it (the module
+    buffers rank 0 broadcast, copied back into place: ``broadcast_buffers=True``); else ``""``."""
+    out = np.full(len(copies), "", dtype=object)
+    host = ctx.frames.host
+    if not len(copies) or not name_mask(host["name"], f"{_DDP_BUCKET}|^{_DDP_FORWARD}$").any():
+        return out
+    hk = ukey(host["rank"].to_numpy(), host["event_id"].to_numpy())
+    parent = lookup(hk, ukey(host["rank"].to_numpy(), host["parent_id"].to_numpy()))
+    issued = lookup(hk, ukey(copies["rank"].to_numpy(), copies["op_id"].fillna(-1).to_numpy(np.int64)))
+    bucket_op = name_mask(host["name"], _DDP_BUCKET)
+    forward = (host["name"].astype(str) == _DDP_FORWARD).to_numpy()
+    # the first broadcast inside each DDP forward span (its start; none: the span's end)
+    bcast = (host["name"].astype(str) == "c10d::broadcast_").to_numpy()
+    first_bcast = np.full(len(host), np.iinfo(np.int64).max, np.int64)
+    bp = parent[bcast]
+    ok = bp >= 0
+    np.minimum.at(first_bcast, bp[ok], host["start_ns"].to_numpy()[bcast][ok])
+    start = host["start_ns"].to_numpy()
+    cur = issued.copy()
+    direct = np.where(issued >= 0, parent[np.maximum(issued, 0)], -1)
+    is_buffer = (direct >= 0) & forward[np.maximum(direct, 0)] & (issued >= 0)
+    is_buffer &= start[np.maximum(issued, 0)] >= first_bcast[np.maximum(direct, 0)]
+    is_bucket = np.zeros(len(copies), bool)
+    for _ in range(8):  # the reducer's span is a few levels above the copy
+        is_bucket |= (cur >= 0) & bucket_op[np.maximum(cur, 0)]
+        cur = np.where(cur >= 0, parent[np.maximum(cur, 0)], -1)
+        if not (cur >= 0).any():
+            break
+    out[is_buffer] = "buffers"
+    out[is_bucket] = "bucket"
     return out

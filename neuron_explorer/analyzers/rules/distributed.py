@@ -6,7 +6,7 @@ from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.graph.edits import Edits
 from neuron_explorer.analyzers.ranks.links import instance_type, peak_for
 from neuron_explorer.analyzers.rules._evidence import lines_from, ms, ranges
-from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
+from neuron_explorer.analyzers.rules.registry import RULES, RuleContext, RuleSkipped, rule
 
 
 @rule(
@@ -99,13 +99,24 @@ def _bandwidth_evidence(ctx: RuleContext) -> str:
     c = ctx.analysis.collectives
     if not len(c) or "busbw_gbps" not in c or not c["busbw_gbps"].notna().any():
         return " (the trace records no message sizes, so their bus bandwidth is unknown)"
-    sized = c[c["busbw_gbps"].notna()]
+    # the population slow_collective judges (its min_bytes), so the two rules state one median
+    key = "slow_collective.min_bytes"
+    min_bytes = float(ctx.overrides.get(key, RULES["slow_collective"].thresholds["min_bytes"][0]))
+    sized = c[c["busbw_gbps"].notna() & (c["bytes"] >= min_bytes)]
+    if not len(sized):
+        return (
+            f" (no collective of at least {int(min_bytes):,} bytes with a recorded size: its bus bandwidth is unknown)"
+        )
     med = float(sized["busbw_gbps"].median())
     group = sized["group_size"].fillna(sized["num_ranks"])
     link, why = peak_for(ctx.frames.hardware, int(group.max()), instance_type(ctx.frames.metadata))
     if link is None:
-        return f": the collectives reach a median {med:.1f} GB/s bus bandwidth (the link's peak is unknown: {why})"
+        return (
+            f": the collectives of at least {int(min_bytes):,} bytes reach a median {med:.1f} GB/s bus bandwidth "
+            f"(the link's peak is unknown: {why})"
+        )
     return (
-        f": the collectives reach a median {med:.1f} GB/s bus bandwidth, {100 * med / link.busbw_gbps:.0f}% of the "
+        f": the collectives of at least {int(min_bytes):,} bytes reach a median {med:.1f} GB/s bus bandwidth, "
+        f"{100 * med / link.busbw_gbps:.0f}% of the "
         f"{link.busbw_gbps:.0f} GB/s {link.link} peak ({why})"
     )

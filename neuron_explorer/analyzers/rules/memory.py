@@ -16,6 +16,7 @@ from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.memory_live import activations_by_module, at_peak_view
 from neuron_explorer.analyzers.memory_live.fragmentation import fragmentation_pattern
 from neuron_explorer.analyzers.memory_live.phases import backward_windows
+from neuron_explorer.analyzers.metrics.host_reads import host_reads
 from neuron_explorer.analyzers.metrics.memory import NO_MEMORY_EVENTS
 from neuron_explorer.analyzers.metrics.source_lines import user_mask
 from neuron_explorer.analyzers.rules import _edits
@@ -97,6 +98,35 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
     blocking = int((loop_split["own_dur_ns"] > 0).sum())
     tr, ids = ranges(loop)
     issued = f"; issued by {', '.join(top_ops)}" if top_ops else ""
+    reads = host_reads(ctx.frames, loop, _kinds_of(ctx.frames, loop))
+    n_item, n_next = int((reads == "item").sum()), int((reads == "next_op").sum())
+    n_read = n_item + n_next
+    read_words = (
+        f"; {n_read} of them bring back values the host reads at once ("
+        + ", ".join(
+            w
+            for w in (
+                f"{n_item} under .item() or a scalar read" if n_item else "",
+                f"{n_next} whose copied tensor the next op on the host takes" if n_next else "",
+            )
+            if w
+        )
+        + ")"
+        if n_read
+        else ""
+    )
+    read_advice = (
+        (
+            "The host reads what these copies bring back at once"
+            if n_read == len(loop)
+            else f"The host reads what {n_read} of these copies bring back at once"
+        )
+        + ", so non_blocking=True alone saves nothing there (the wait moves to the read; the data dependency "
+        "stays): keep the value on the device (torch ops instead of .item()/.tolist() and Python on it), read it "
+        "back every N steps, or launch the next step's work (or prepare the next batch) before reading it. "
+        if n_read
+        else ""
+    )
     queue_words = (
         f"{ms(queued)} of it, in {waiting} copies, waits for device work queued before them on their stream "
         "(what that work waits on: device_queue_wait), not for the copies"
@@ -109,6 +139,7 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
         "queue_wait_ns": metric(int(queued), "ns"),
         "blocked_pct": metric(pct, "%"),
         "copy_call_ns": metric(int(loop["dur_ns"].sum()), "ns"),
+        "read_at_once": metric(n_read, "copies"),
     }
     common = {"metrics": metrics, "cost_ns": int(own), "category": "host_blocked", "time_ranges": tr,
               "event_ids": ids, "source_lines": lines_from(ops, "dur_ns")}  # fmt: skip
@@ -137,7 +168,8 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
         ]
     return [
         ctx.finding(
-            title=f"{blocking} blocking copies hold the host {pct:.1f}% of step time",
+            title=f"{blocking} blocking copies hold the host {pct:.1f}% of step time"
+            + (": the host reads their bytes at once" if n_read == len(loop) else ""),
             message=(
                 f"{len(copies)} copy calls blocked the host for {ms(loop['dur_ns'].sum())} in steps, {ms(own)} of it "
                 "for their own transfers with the device running nothing"
@@ -147,18 +179,38 @@ def sync_memcpy(ctx: RuleContext) -> list[Finding]:
                     if pageable.any()
                     else ""
                 )
+                + read_words
                 + issued
                 + "."
             ),
-            edits=_edits.unblock(loop, f"{len(loop)} blocking copies made asynchronous (pinned, non_blocking=True)"),
-            recommendation=(
+            edits=_edits.unblock(
+                loop,
+                f"{len(loop)} blocking copies made asynchronous (pinned, non_blocking=True)"
+                if not n_read
+                else f"the host no longer waits for {len(loop)} blocking copies (values kept on the device)",
+            ),
+            recommendation=read_advice
+            + (
                 "Copy through pinned memory without blocking: DataLoader(..., pin_memory=True) or tensor.pin_memory(), "
                 "then tensor.to(device, non_blocking=True); keep results on the device instead of .cpu()/.item()/"
                 ".numpy() inside the step, and read them back every N steps."
-            ),
+                if n_read < len(loop)
+                else ""
+            ).strip(),
             **common,
         )
     ]
+
+
+def _kinds_of(frames: TraceFrames, calls: pd.DataFrame) -> pd.Series:
+    """The ``memcpy_kind`` of the copy each runtime call of ``calls`` launched ("" when none)."""
+    dev = frames.device
+    pos = lookup(
+        ukey(dev["rank"].to_numpy(), dev["launch_id"].to_numpy()),
+        ukey(calls["rank"].to_numpy(), calls["event_id"].to_numpy()),
+    )
+    kind = dev["memcpy_kind"].astype(object).to_numpy()
+    return pd.Series(np.where(pos >= 0, kind[np.maximum(pos, 0)], ""), index=calls.index)
 
 
 def _serializing_copies(ctx: RuleContext, loop: pd.DataFrame, wall: int) -> list[Finding]:

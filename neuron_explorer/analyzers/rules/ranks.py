@@ -13,6 +13,7 @@ import pandas as pd
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.ranks.culprit import late_work, matched, wait_by_rank
 from neuron_explorer.analyzers.ranks.links import instance_type, peak_for
+from neuron_explorer.analyzers.rules import _edits
 from neuron_explorer.analyzers.rules._evidence import ms
 from neuron_explorer.analyzers.rules.registry import RuleContext, RuleSkipped, rule
 
@@ -142,7 +143,18 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
     # the time lost: each slow transfer's duration minus what it would take at the peak bus bandwidth
     ideal = slow["bytes"] * slow["busbw_gbps"] / slow["algbw_gbps"] / peak
     lost = float((slow["xfer_ns"] - ideal).clip(lower=0).sum())
+    # the median of every collective judged (the figure exposed_comm states too); the slow ones' apart
+    med_all = float(sized["busbw_gbps"].median())
     med = float(slow["busbw_gbps"].median())
+    kernels = _instance_kernels(ctx, slow)
+    edit = _edits.reaching(kernels, lost, f"{len(slow)} slow collectives at the link's peak bus bandwidth")
+    one_rank = int(slow["num_ranks"].max()) <= 1
+    peer = (
+        " One rank's trace cannot tell a slow link from a slow peer: a collective's kernel also holds the time it "
+        "waits for the last peer to arrive, so record every rank to see which it is."
+        if one_rank
+        else ""
+    )
     named = slow["algorithm"].notna() if "algorithm" in slow else pd.Series(False, index=slow.index)
     chose = ""
     if named.any():
@@ -170,9 +182,12 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
             f"{peak:.0f} GB/s peak",
             message=(
                 f"{len(slow)} of {len(sized)} collectives of at least {int(ctx.threshold('min_bytes')):,} bytes reach a "
-                f"median {med:.1f} GB/s; at peak their kernels would take {ms(lost)} less (transfer time, "
-                f"whether or not compute overlaps it).{chose} Peak: {peak:.0f} GB/s per rank and direction "
-                f"({link_name} link; {peak_from})."
+                f"median {med:.1f} GB/s"
+                + (f" (all {len(sized)}: {med_all:.1f} GB/s)" if len(slow) < len(sized) else "")
+                + f"; at peak their kernels would take {ms(lost)} less (transfer time, "
+                "whether or not compute overlaps it; the finding's cost is what the steps would save, "
+                f"replayed).{chose} Peak: {peak:.0f} GB/s per rank and direction "
+                f"({link_name} link; {peak_from}).{peer}"
             ),
             metrics={
                 "slow_collectives": metric(len(slow), "collectives"),
@@ -182,10 +197,21 @@ def slow_collective(ctx: RuleContext) -> list[Finding]:
             },
             cost_ns=int(lost),
             category="communication",
+            edits=edit,
             time_ranges=[[int(a), int(a + d)] for a, d in zip(slow["last_arrival_ns"], slow["xfer_ns"])][:50],
             recommendation=advice,
         )
     ]
+
+
+def _instance_kernels(ctx: RuleContext, instances: pd.DataFrame) -> pd.DataFrame:
+    """The collective kernels (rank, event_id, dur_ns) of the last rank to arrive at each of
+    ``instances``: the transfers the bus bandwidth was measured on."""
+    arr = ctx.analysis.collective_ranks
+    if not len(arr) or not len(instances):
+        return pd.DataFrame({"rank": [], "event_id": [], "dur_ns": []})
+    key = instances[["pg", "step", "seq", "last_rank"]].rename(columns={"last_rank": "rank"})
+    return arr.merge(key, on=["pg", "step", "seq", "rank"])[["rank", "event_id", "dur_ns"]]
 
 
 @rule(
