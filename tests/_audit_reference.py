@@ -459,7 +459,57 @@ def _eager_attention(path: Path, f: Any) -> Verdict:
     )
 
 
+_SYNC = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize)$")
+
+
+def _sync_in_loop(path: Path, f: Any) -> Verdict:
+    """A replay by hand on one thread and one device queue: the synchronizing calls inside steps
+    wait for nothing (each keeps only its time after the device finished the work launched
+    before it); every host event after a call moves up by what the calls before it no longer
+    wait; a device event starts at its own start moved up by its launch's shift, or when the
+    device event before it ends, whichever is later. The saving is how much earlier the last
+    step ends: the later of the host's moved end and the device's. Measured on the H200 CUDA-graph
+    trace: 819.4 us by hand, 817.3 us by the graph's replay."""
+    r = raw(path)
+    win = sorted(steps(r)) or [(min(a for a, _ in iv(r.spans)), max(b for _, b in iv(r.spans)))]  # no steps: one window
+    lo, hi = win[0][0], win[-1][1]
+    runtime = sorted((e for e in r.spans if is_runtime(e)), key=lambda e: _ns(e["ts"]))
+    device = sorted((e for e in r.spans if is_device(e)), key=lambda e: _ns(e["ts"]))
+    launch_of = {(e.get("args") or {}).get("correlation"): e for e in runtime}
+    dev_iv = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in device]
+    # each sync's wait: from its start until the device work launched before it is done
+    cuts = []  # (time on the host, ns no longer waited from then on)
+    for e in runtime:
+        a, b = _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])
+        if not (_SYNC.match(str(e.get("name", ""))) and lo <= a < hi):
+            continue
+        done = max((de for (ds, de), d in zip(dev_iv, device) if (_launch_start(launch_of, d) or ds) < a), default=a)
+        cuts.append((b, max(0, min(b, done) - a)))
+
+    def shift_at(t: int) -> int:
+        return sum(w for at, w in cuts if at <= t)
+
+    prev = -(1 << 62)
+    last_dev = -(1 << 62)
+    for (ds, de), d in zip(dev_iv, device):
+        ls = _launch_start(launch_of, d)
+        start = max(ds - shift_at(ls if ls is not None else ds), prev)
+        prev = start + (de - ds)
+        if ds < hi:
+            last_dev = max(last_dev, prev)
+    host_end = hi - shift_at(hi)
+    new_end = max(host_end, last_dev)
+    saving = max(hi - new_end, 0)
+    return Verdict("saving_ns", float(f.cost_ns), float(saving), True, True)
+
+
+def _launch_start(launch_of: dict[Any, dict[str, Any]], d: dict[str, Any]) -> int | None:
+    e = launch_of.get((d.get("args") or {}).get("correlation"))
+    return None if e is None else _ns(e["ts"])
+
+
 CHECKS = {
+    "sync_in_loop": _sync_in_loop,
     "device_idle": _device_idle,
     "launch_bound": _launch_bound,
     "host_bound": _host_bound,

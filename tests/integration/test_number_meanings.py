@@ -207,7 +207,7 @@ def test_the_report_mcp_and_tui_state_the_same_title_and_cost(outputs, tmp_path)
     report = json.loads(data.group(1))
     assert [(f["title"], f["cost_ns"]) for f in report["findings"]] == expected
     with McpServer(TRACES[key]) as server:
-        answer = server.data("findings", {"limit": 50})
+        answer = server.data("findings", {"limit": 50, "max_chars": 200_000})  # every finding, untruncated
     assert [(f["title"], f["cost_ns"]) for f in answer["findings"]] == expected
 
     from neuron_explorer import load

@@ -52,3 +52,33 @@ def test_a_warning_that_costs_half_the_run_or_more_is_an_error() -> None:
     out = cap_severity_by_cost([half, less], rule, a)
     assert [f.severity for f in out] == ["error", "warning"]
     assert "costs 50% of the profiled time" in half.message
+
+
+def test_a_finding_judged_twice_carries_one_severity_note() -> None:
+    """Issue 40 item 10: the severity is judged before the ledger prices a finding and again
+    after; a warning raised to error and then priced under the floor read "Shown as error ...
+    Shown as info" in one message. The second judgment starts from the rule's own severity."""
+    from neuron_explorer.analyzers.finding import Finding
+    from neuron_explorer.analyzers.rules import _undo_severity_note
+
+    f = Finding(
+        rule_id="python_overhead",
+        severity="error",
+        title="t",
+        message="Text. (Shown as error: it costs 61% of the step time, 50% or more.)",
+    )
+    _undo_severity_note(f)
+    assert (f.severity, f.message) == ("warning", "Text.")
+    f.message, f.severity = (
+        "Text (a, b). (Shown as info, not warning: it costs 0.4% of the step time, under 2%.)",
+        "info",
+    )
+    _undo_severity_note(f)
+    assert (f.severity, f.message) == ("warning", "Text (a, b).")
+    f.message = "No note (Shown as nothing)."
+    _undo_severity_note(f)
+    assert f.message == "No note (Shown as nothing)."
+    f.message = "A. (Shown as error: it costs 89% of the profiled time, 50% or more.) (120 of its events are X's.)"
+    f.severity = "error"
+    _undo_severity_note(f)
+    assert (f.severity, f.message) == ("warning", "A. (120 of its events are X's.)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,19 @@ def run_rules(
     return findings, skipped
 
 
+_SEVERITY_NOTE = re.compile(r" \(Shown as (?:(error)|info, not (\w+)): [^()]*(?:\([^()]*\)[^()]*)*\)")
+
+
+def _undo_severity_note(f: Finding) -> None:
+    """Remove the note an earlier ``cap_severity_by_cost`` added and restore the severity the
+    rule gave, so a message never says both "Shown as error" and "Shown as info"."""
+    m = _SEVERITY_NOTE.search(f.message)
+    if m is None:
+        return
+    f.message = f.message[: m.start()] + f.message[m.end() :]  # (the ledger may have written after it)
+    f.severity = "warning" if m.group(1) else m.group(2)
+
+
 def rule_failure_line(rule_id: str, exc: BaseException) -> str:
     """One line saying that ``rule_id`` failed and where, for a bug report."""
     tb = exc.__traceback__
@@ -121,6 +135,7 @@ def cap_severity_by_cost(found: list[Finding], r: Rule, analysis: Analysis) -> l
     at = analysis.attribution
     only_once = "one_time_ns" in at and only_one_time(at, analysis.steps)
     for f in found:
+        _undo_severity_note(f)  # a second pass (after the ledger priced it) judges it afresh
         one_time = (f.category or RULE_CATEGORY.get(f.rule_id)) == "one_time"
         wall = attributed_wall_ns(analysis, steady=not one_time)
         if only_once and not one_time and f.severity != "info":

@@ -55,3 +55,42 @@ def fused_optimizer_advice(hw: Hardware, kind: RunKind) -> str | None:
         return None
     arg = "fused=True" if hw.fused_optimizer else "foreach=True"
     return f"a fused or multi-tensor optimizer (torch.optim.AdamW(model.parameters(), lr=..., {arg}))"
+
+
+def python_advice(families: dict[str, float], compile_words: str | None, optimizer_words: str | None) -> str:
+    """Advice for the families that hold at least a fifth of the time, largest first.
+    ``compile_words``: the torch.compile advice that fits the device and run (None: the run is
+    compiled and graph capture is not available, so no compile advice)."""
+    parts = []
+    for fam, share in sorted(families.items(), key=lambda kv: -kv[1]):
+        if share < 20.0:
+            continue
+        if fam == "preprocessing":
+            parts.append(
+                "move the input preprocessing (NumPy, PIL, video decoding, image processors) into DataLoader "
+                "workers (DataLoader(..., num_workers=N, pin_memory=True)) or do it once ahead of training: "
+                "torch.compile cannot speed up NumPy, PIL or decoding"
+            )
+        elif fam == "autograd":
+            parts.append(
+                "the autograd engine runs between backward ops (C++ the trace records no events for): fewer, larger "
+                "ops in the backward shorten it" + (f", as {compile_words} does" if compile_words else "")
+            )
+        elif fam == "optimizer":
+            parts.append(
+                f"the optimizer's Python per parameter: {optimizer_words}"
+                if optimizer_words
+                else "the optimizer's Python per parameter: a fused or multi-tensor optimizer"
+            )
+        elif fam == "profiler":
+            parts.append(
+                "part of it is the profiler's own bookkeeping (record_function), absent without the profiler: "
+                "fewer record_function markers, or profile without with_stack to measure the rest"
+            )
+        elif fam == "user":
+            parts.append("vectorize or cache the Python of the lines named")
+        else:
+            parts.append("the library frames named hold it: call them less often, or batch what they are given")
+    if not parts:
+        parts.append("vectorize or cache the Python between ops (the frames named)")
+    return "; ".join(parts)[0].upper() + "; ".join(parts)[1:] + "."

@@ -10,6 +10,7 @@ import pandas as pd
 
 from neuron_explorer.analyzers.metrics.source_lines import user_mask
 from neuron_explorer.analyzers.result import Analysis
+from neuron_explorer.trace.frames import is_library_path, parse_python_frame
 
 
 def library_symbol(path: str, func: str) -> str:
@@ -273,3 +274,79 @@ def issuing_ops(ctx: Any, calls: pd.DataFrame) -> pd.DataFrame:
             ),
         }
     )
+
+
+# -- Where a finding's Python time is (issue 40 item 4) ----------------------------------------
+#
+# ``attribution.python_time`` gives each Python frame the ``host_python`` time its own code ran.
+# Here those frames are named as a user reads them, by the code they are (``library_symbol``:
+# ``torch.optim.adam._multi_tensor_adam``; a built-in by its name, ``run_backward``; the user's
+# own frames by file and line), and put in families whose fix differs:
+#
+# - ``autograd``: the autograd engine between backward ops (``run_backward``, ``torch.autograd``):
+#   C++ that records no events; fewer, larger backward ops shorten it;
+# - ``optimizer``: the optimizer's per-parameter Python (``torch/optim``);
+# - ``profiler``: the profiler's own bookkeeping (``record_function``, ``torch/autograd/profiler.py``,
+#   ``torch/profiler``): absent from the unprofiled run;
+# - ``preprocessing``: NumPy, PIL, OpenCV, PyAV, decord, torchvision transforms, SciPy, librosa,
+#   tokenizers, Hugging Face image and video processors: input work, whose fix is DataLoader
+#   workers, never ``torch.compile``;
+# - ``user``: the user's own code;
+# - ``library``: any other library.
+
+
+PYTHON_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("profiler", re.compile(r"_record_function|torch/autograd/profiler|torch/profiler/|record_function", re.I)),
+    (
+        "autograd",
+        re.compile(r"run_backward|torch/autograd/(?!profiler)|_engine_run_backward|torch/_tensor\.py\(\d+\): backward"),
+    ),
+    ("optimizer", re.compile(r"torch/optim/|_foreach_|_fused_adam|_group_tensors_by_device")),
+    (
+        "preprocessing",
+        re.compile(
+            r"(?:^|/)(?:numpy|PIL|cv2|av|decord|torchvision/(?:transforms|io)|scipy|librosa|soundfile|tokenizers"
+            r"|albumentations|skimage|imageio)/|transformers/(?:image_|video_|feature_extraction|processing_|"
+            r"models/[^/]+/(?:image|video)_processing)|<built-in method (?:astype|decode|tolist)\b",
+        ),
+    ),
+)
+
+_BUILTIN = re.compile(r"^<built-in (?:method|function) (\w+)")
+
+
+def symbol_of(name: str) -> tuple[str, str]:
+    """(the name a user reads, family) of one Python frame event name."""
+    b = _BUILTIN.match(name)
+    family = next((f for f, pat in PYTHON_FAMILIES if pat.search(name)), "")
+    if b:
+        return f"{b.group(1)} (built-in)", family or "library"
+    parsed = parse_python_frame(name)
+    if parsed is None:
+        return name[:80], family or "library"
+    file, line, func = parsed
+    if not is_library_path(file):
+        return f"{file}:{line} ({func})", family or "user"
+    return library_symbol(file, func), family or "library"
+
+
+def where(names: pd.Series, ns: np.ndarray, total: float, n: int = 3) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The top ``n`` symbols by ``ns`` (name, family, ns, share of ``total``) and each family's
+    share of ``total``; one classification per distinct frame name."""
+    if not len(names) or total <= 0:
+        return [], {}
+    df = pd.DataFrame({"name": names.astype(str).to_numpy(), "ns": ns})
+    by_name = df.groupby("name", sort=False)["ns"].sum()
+    by_name = by_name[by_name > 0]
+    sym = pd.DataFrame([symbol_of(x) for x in by_name.index], columns=["symbol", "family"], index=by_name.index)
+    sym["ns"] = by_name
+    top = sym.groupby(["symbol", "family"], sort=False)["ns"].sum().sort_values(ascending=False).head(n)
+    rows = [
+        {"symbol": s, "family": f, "ns": int(v), "share_pct": 100.0 * float(v) / total} for (s, f), v in top.items()
+    ]
+    fam = (sym.groupby("family")["ns"].sum() / total * 100.0).to_dict()
+    return rows, {str(k): float(v) for k, v in fam.items()}
+
+
+def words(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{r['symbol']} {ms(r['ns'])} ({r['share_pct']:.0f}%)" for r in rows)

@@ -10,12 +10,18 @@ import pandas as pd
 
 from neuron_explorer.analyzers.attribution import DATALOADER, blocked_by_copies_ns, blocking_calls
 from neuron_explorer.analyzers.attribution.one_time import in_one_time
+from neuron_explorer.analyzers.attribution.python_time import python_exposed_ns
 from neuron_explorer.analyzers.core.columns import name_mask
 from neuron_explorer.analyzers.core.intervals import clip_to_windows, merge_windows
 from neuron_explorer.analyzers.finding import Finding, metric
 from neuron_explorer.analyzers.metrics.source_lines import attributed_files, is_user_frame_file
 from neuron_explorer.analyzers.rules import _edits
-from neuron_explorer.analyzers.rules._advice import compile_advice, compiled_in_trace
+from neuron_explorer.analyzers.rules._advice import (
+    compile_advice,
+    compiled_in_trace,
+    fused_optimizer_advice,
+    python_advice,
+)
 from neuron_explorer.analyzers.rules._evidence import (
     attributed_wall_ns,
     calls_in_steps,
@@ -30,6 +36,8 @@ from neuron_explorer.analyzers.rules._evidence import (
     steady_attribution,
     top_source_lines,
     wall_ns,
+    where,
+    words,
 )
 from neuron_explorer.analyzers.rules._evidence import per_step as per_step_txt
 from neuron_explorer.analyzers.rules._host_launch import launch_bound_explains, tiny_op_stats, tiny_ops_explain
@@ -389,26 +397,63 @@ def python_overhead(ctx: RuleContext) -> list[Finding]:
     pct = 100.0 * python_ns / wall
     if pct < ctx.threshold("max_pct"):
         return []
-    py = host[(host["kind"] == Kind.PYTHON).to_numpy() & ~ctx.frames.encloses_step]
-    py_self = ctx.frames.host_self_ns.reindex(py.index).to_numpy()
+    # each frame's own time at the host_python instants: where the priced time is
+    own = python_exposed_ns(ctx.frames)
+    held = own > 0
+    py = host[held]
+    weight = own[held].astype(np.float64)
+    top, families = where(py["name"], weight, float(weight.sum()))
+    # the user lines the time sits under, by weight (not split by module inside a harness line:
+    # the time is mostly not in modules)
+    lines = lines_from(py.drop(columns=["src_module"], errors="ignore"), weight)
+    line_share = 100.0 * sum(x["ns"] for x in lines) / max(float(weight.sum()), 1.0)
+    hw = ctx.frames.hardware
+    compiled = compiled_in_trace(ctx.frames)
+    compile_words = None if compiled and hw.device_type not in ("cuda", "hip") else compile_advice(hw, compiled)
+    named = (
+        f" The time is in {words(top)}"
+        + (
+            f"; the lines named are where your code calls into it ({line_share:.0f}% of the time is under them)"
+            if lines and top and top[0]["family"] != "user"
+            else ""
+        )
+        + "."
+        if top
+        else ""
+    )
     return [
         ctx.finding(
-            title=f"{pct:.0f}% {of_wall(ctx.frames.has_steps)} is Python outside framework ops",
+            title=f"{pct:.0f}% {of_wall(ctx.frames.has_steps)} is Python outside framework ops"
+            + (f", most in {top[0]['symbol']}" if top and top[0]["share_pct"] >= 50 else ""),
             message=(
                 f"For {ms(python_ns)} the host ran Python frames outside any op, runtime call or data loading while "
-                f"the device had nothing to run."
+                f"the device had nothing to run.{named}"
             ),
-            metrics={"python_pct": metric(pct, "%"), "python_ns": metric(int(python_ns), "ns")},
+            metrics={
+                "python_pct": metric(pct, "%"),
+                "python_ns": metric(int(python_ns), "ns"),
+                **{f"{f}_pct": metric(v, "%") for f, v in sorted(families.items())},
+            },
             cost_ns=int(python_ns),
             category="host_python",
             edits=_edits.self_time(py, 0.0, "Python outside framework ops removed"),
-            source_lines=lines_from(py, py_self),
-            recommendation=(
-                "Profile the Python between ops (the source lines listed); vectorize or cache that work, "
-                "and consider torch.compile to remove framework glue from the loop."
-            ),
+            source_lines=lines,
+            recommendation=python_advice(families, compile_words, _optimizer_words(ctx, py)),
         )
     ]
+
+
+def _optimizer_words(ctx: RuleContext, py: pd.DataFrame) -> str | None:
+    """The optimizer advice: fused where the device has it, naming a multi-tensor optimizer the
+    trace already runs (``_multi_tensor_adam``), so the advice is not what the run does."""
+    words = fused_optimizer_advice(ctx.frames.hardware, ctx.frames.run_kind)
+    multi = py["name"].astype(str).str.extract(r"(_multi_tensor_\w+)", expand=False).dropna()
+    if words and len(multi) and ctx.frames.hardware.fused_optimizer:
+        return (
+            f"the run already uses the multi-tensor (foreach) optimizer ({multi.iloc[0]}); the fused one does the "
+            "whole step in a few kernels: torch.optim.AdamW(model.parameters(), lr=..., fused=True)"
+        )
+    return words
 
 
 @rule("host_bound", family="host", title="Device waits on host work", thresholds={"max_pct": (20.0, "% of step time")})
