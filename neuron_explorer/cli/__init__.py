@@ -126,6 +126,27 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     except a two-column line ("  name   what it does", the tool list) too long for the width,
     whose second column wraps under itself instead of the terminal cutting a word."""
 
+    def _format_usage(self, usage, actions, groups, prefix) -> str:  # type: ignore[no-untyped-def]
+        """argparse's usage, unless a line of it is wider than the help: then the same parts
+        (``[--format {text,json}]`` kept whole) wrapped at the width, continuations indented 4."""
+        import re
+
+        text = super()._format_usage(usage, actions, groups, prefix)
+        width = self._width + 2  # argparse keeps 2 columns spare; the usage may use the whole width
+        if all(len(line) <= width for line in text.splitlines()):
+            return text
+        body = " ".join(text.split())
+        parts = re.findall(r"\[[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*\]|\S+", body)
+        lines, cur = [], ""
+        for part in parts:
+            if cur and len(cur) + 1 + len(part) > width:
+                lines.append(cur)
+                cur = "    " + part
+            else:
+                cur = f"{cur} {part}" if cur else part
+        lines.append(cur)
+        return "\n".join(lines) + "\n\n"
+
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         import re
         import textwrap
@@ -139,16 +160,62 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
                 body = " ".join(x.strip() for x in lines)
                 out.append(textwrap.fill(body, width, initial_indent=indent, subsequent_indent=indent))
                 continue
-            kept = []
+            kept: list[str] = []
+            entry: tuple[str, str] | None = None  # a two-column entry: (its first line, its hang)
+
+            def close(entry: tuple[str, str] | None, kept: list[str]) -> None:
+                if entry is None:
+                    return
+                first, hang = entry
+                if len(indent + first) <= width:
+                    kept.append(indent + first)
+                    return
+                lead = first[: len(first) - len(first.lstrip())]
+                second = first[len(hang) :]
+                if second.startswith("#"):  # an example command and its comment: the comment under it
+                    kept.extend(_command_lines(indent + first[: len(hang)].rstrip(), width))
+                    kept.append(
+                        textwrap.fill(
+                            second, width, initial_indent=indent + lead + "  ", subsequent_indent=indent + lead + "  # "
+                        )
+                    )
+                    return
+                if len(indent + hang) > 0.6 * width:  # the second column would be a sliver: under the first
+                    hang = lead + "    "
+                kept.append(textwrap.fill(first, width, initial_indent=indent, subsequent_indent=indent + hang))
+
             for line in lines:
-                two_columns = re.match(r"(\s+\S+\s{2,})\S", line)
-                if len(indent + line) <= width or two_columns is None:
-                    kept.append(indent + line)
+                two_columns = re.match(r"(\s+\S+(?: \S+)*\s{2,})\S", line)
+                if entry is not None and line.startswith(entry[1]) and not line[len(entry[1])].isspace():
+                    # the second column goes on under itself: one entry, wrapped as a whole
+                    entry = (entry[0] + " " + line.strip(), entry[1])
                     continue
-                hang = indent + " " * len(two_columns.group(1))
-                kept.append(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=hang))
+                close(entry, kept)
+                entry = None
+                if two_columns is not None:
+                    entry = (line, " " * len(two_columns.group(1)))
+                    continue
+                kept.extend(_command_lines(indent + line, width))
+            close(entry, kept)
             out.append("\n".join(kept))
         return "\n\n".join(out)
+
+
+def _command_lines(line: str, width: int) -> list[str]:
+    """A line kept as written (an example command) when it fits; else broken at spaces with a
+    shell continuation (`` \\``), so each piece fits and the command still pastes as one."""
+    if len(line) <= width:
+        return [line]
+    lead = line[: len(line) - len(line.lstrip())]
+    out, rest, floor = [], line, len(lead) + 1
+    while len(rest) > width:
+        cut = rest.rfind(" ", floor, width - 1)
+        if cut <= floor:
+            break  # one word wider than the line: left whole
+        out.append(rest[:cut] + " \\")
+        rest = lead + "    " + rest[cut + 1 :].lstrip()
+        floor = len(lead) + 5  # past the continuation's indent
+    return [*out, rest]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,7 +9,7 @@ The directory is written atomically. Which table answers which question: docs/ag
 
 Examples:
   neuron-explorer metrics trace.parquet -o metrics/
-  python -c "import pandas as pd; print(pd.read_parquet('metrics/source_lines.parquet').head())"
+  python -c "import pandas; print(pandas.read_parquet('metrics/ops.parquet'))"
 """
 
 from __future__ import annotations

@@ -145,7 +145,10 @@ def render_text(r: dict[str, Any], width: int | None = None) -> str:
         )
         for s in r["steps"]
     ]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    for row in (header, *rows):
-        lines.append(" ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)))
+    from neuron_explorer.reports.fit import Column, plain_table, text_width
+
+    # fitted to the output's width: the replayed baseline and its error go first where it is narrow
+    drop = {"replayed": 2, "error": 3}
+    columns = [Column(h, drop=drop.get(h, 0)) for h in header]
+    lines.extend(plain_table(columns, [list(r) for r in rows], text_width(), indent=""))
     return "\n".join(lines)

@@ -83,7 +83,8 @@ def wrap_prose(text: Any, width: int, hang: int = 0) -> list[Any]:
     """``text`` (a rich ``Text``, styles kept) in lines of ``width``, broken only at spaces that
     do not join a number to the word after it, nor ``KEEP`` (rich would break at any space and
     print "8.22" and "µs" on two lines); continuation lines are indented ``hang`` spaces. A
-    word longer than the width (a path) stays whole on its own line."""
+    word longer than the width (a templated kernel name, a path) is broken inside (``_fold``):
+    no line is wider than ``width``, and nothing of the name is cut."""
     from rich.text import Text
 
     plain = text.plain
@@ -98,11 +99,38 @@ def wrap_prose(text: Any, width: int, hang: int = 0) -> list[Any]:
             start = last + 1
         last = b
     lines.append((start, len(plain)))
+    lines = [
+        piece
+        for k, (s, e) in enumerate(lines)
+        for piece in _fold(plain, s, e, width - (hang if k else 0), width - hang)
+    ]
     out = []
     for k, (s, e) in enumerate(lines):
         piece = text[s:e]
         piece = Text(piece.plain.replace(KEEP, " "), style=piece.style, spans=piece.spans, end="")
         out.append(Text(" " * hang) + piece if k else piece)
+    return out
+
+
+#: Where a word longer than a line (a templated kernel name, a path) may be broken: after these.
+_FOLD_AFTER = "(<,:/_>)."
+
+
+def _fold(plain: str, s: int, e: int, first: int, rest: int) -> list[tuple[int, int]]:
+    """The line ``plain[s:e]`` as pieces of at most ``first`` characters, then ``rest`` (the
+    continuation lines' room; each at least 20): a word longer than the line is broken after
+    the last ``_FOLD_AFTER`` character that fits, else at the width, so the whole name is
+    printed, on two or more lines, and none is wider."""
+    room = max(first, 20)
+    out = []
+    while e - s > room:
+        cut = max((s + i + 1 for i, ch in enumerate(plain[s : s + room]) if ch in _FOLD_AFTER), default=s + room)
+        if cut - s < room // 2:  # a break point far back would leave a short line: fold at the width
+            cut = s + room
+        out.append((s, cut))
+        s = cut
+        room = max(rest, 20)
+    out.append((s, e))
     return out
 
 
@@ -301,6 +329,11 @@ def overhead(n: int) -> int:
     return 3 * n + 1
 
 
+def compact_overhead(n: int) -> int:
+    """Characters an unboxed table (``box=None``, no edge padding) spends between ``n`` columns."""
+    return 2 * max(n - 1, 0)
+
+
 def fit(
     columns: Sequence[Column],
     rows: Sequence[Sequence[Any]],
@@ -422,7 +455,14 @@ def rich_table(
     from rich.text import Text
 
     f = fit(columns, rows, width, shorten)
-    t = Table(title=Text(title), title_justify="left")
+    boxed = sum(f.widths) + overhead(len(f.widths)) <= width
+    if not boxed:  # no room for the borders: the same columns with one space between, no box
+        f = fit(columns, rows, width, shorten, gap=compact_overhead)
+    t = (
+        Table(title=Text(title), title_justify="left")
+        if boxed
+        else Table(title=Text(title), title_justify="left", box=None, show_edge=False, pad_edge=False, padding=(0, 1))
+    )
     justify = ["right" if c.right else "left" for c in f.columns]
     for h, w, j in zip(f.headers, f.widths, justify):
         t.add_column(

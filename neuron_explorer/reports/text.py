@@ -16,7 +16,6 @@ from neuron_explorer.reports.fit import (
     print_table,
     printable,
     prose_width,
-    table_width,
 )
 from neuron_explorer.reports.fixes import cost_phrase, fixes_line
 from neuron_explorer.reports.location import Locations, function_level_hint
@@ -165,8 +164,6 @@ def render(
 def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -> bool:
     """The line-level profile; the line column gets what the numbers leave of the width, and
     columns that are zero on every row are left out. True when a shown line is function-level."""
-    from rich.table import Table
-    from rich.text import Text
 
     rows = a.source_lines.head(top)
     numbers = [
@@ -179,22 +176,22 @@ def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -
         )
         if (rows[col] != 0).any() or col == "host_ns"
     ]
-    # rich's box: a bar and a space each side of every cell, and one closing bar
-    used = sum(max(len(label), *(len(v) for v in vals)) for label, vals in numbers) + 3 * (len(numbers) + 1) + 1
-    room = max(table_width(console) - used, 24)
     precision = rows["src_precision"] if "src_precision" in rows else [None] * len(rows)
-    labels = [
-        printable(where.format(f, n, fn, p, room))
-        for f, n, fn, p in zip(rows["src_file"], rows["src_line"], rows["src_func"], precision)
-    ]
-    t = Table(title="Top source lines", title_justify="left")
-    t.add_column("line", no_wrap=True, min_width=min(max(map(len, labels)), room), overflow="ignore")
-    # rich markup in a file name must print as written
-    for label, _ in numbers:
-        t.add_column(label, justify="right", no_wrap=True)
-    for i, label in enumerate(labels):
-        t.add_row(Text(label), *(vals[i] for _, vals in numbers))
-    console.print(t, crop=False)
+    args = list(zip(rows["src_file"], rows["src_line"], rows["src_func"], precision))
+    full = [printable(where.format(f, n, fn, p, 10_000)) for f, n, fn, p in args]
+    by_label = dict(zip(full, args))
+    # fitted like every table (reports/fit.py): the line column gets what the numbers leave, cut
+    # by where.format at that width; where even that does not fit, allocations, then kernels go
+    drop = {"allocated": 3, "kernels": 2}
+    columns = [Column("line", "name"), *(Column(label, drop=drop.get(label, 0)) for label, _ in numbers)]
+    table = [[full[i], *(vals[i] for _, vals in numbers)] for i in range(len(full))]
+    print_table(
+        console,
+        "Top source lines",
+        columns,
+        table,
+        shorten={0: lambda label, w: printable(where.format(*by_label[label], w)) if label in by_label else label},
+    )
     return any(where.is_function_level(f, n, p) for f, n, p in zip(rows["src_file"], rows["src_line"], precision))
 
 
@@ -209,9 +206,17 @@ def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
         Column("device", "text", short="dev"),
         Column("profiled", short="time", meaning="the step windows summed"),
     ]
+    # where the table does not fit, the categories that hold least go first (those under 0.05%
+    # on every row read 0.0%), named in the "left out" note
+    share = (
+        {c: float((at[f"{c}_ns"] / at["wall_ns"].where(at["wall_ns"] > 0)).max() * 100) for c in present}
+        if len(at)
+        else {}
+    )
     for c in present:
         label = labels[c]
-        columns.append(Column(label, short=TINY_LABELS.get(label), meaning=label))
+        drop = 3 if share.get(c, 0) < 0.05 else 2 if share.get(c, 0) < 1.0 else 0
+        columns.append(Column(label, short=TINY_LABELS.get(label), meaning=label, drop=drop))
     rows: list[list[str]] = []
     if len(at):
         g = at.groupby(["rank", "device", "device_type"], as_index=False)[
@@ -289,9 +294,10 @@ PERF_COLUMNS = [
     Column("shapes", "shape"),  # what tells two rows of one op apart: kept, shortened
     Column("calls", short="n", meaning="calls"),
     Column("kernel time", short="time", meaning="kernel time"),
-    Column("TFLOP/s", short="TF/s", meaning="TFLOP/s"),
-    Column("TB/s"),
-    Column("bound", "text", short="by", meaning="bound by", drop=1),
+    # narrow: the bound goes first, then the rates (the % of roof says how far from the peak)
+    Column("TFLOP/s", short="TF/s", meaning="TFLOP/s", drop=1),
+    Column("TB/s", drop=2),
+    Column("bound", "text", short="by", meaning="bound by", drop=3),
     Column("% of roof", short="%roof", meaning="% of the roofline peak"),
 ]
 

@@ -174,6 +174,15 @@ def coverage_text(cov: dict[str, Any], short: bool = False) -> str:
     """One line: ``"op time 97.1% at an exact line (line 60.2%, forward 36.9%, ...); device time ..."``;
     ``short``: ``"97.1% of op time, 95.0% of device time at an exact line"``."""
     parts = []
+    timed = [n for n in ("op", "device") if cov.get(f"{n}_time_ns")]
+    if timed and all((cov.get(f"{n}_by_precision_pct") or {}).get("none", 0.0) >= 99.95 for n in timed):
+        # a stackless trace: say what is missing, not "none 100.0%"
+        return (
+            "no source lines (no Python stacks recorded)"
+            if short
+            else "no source lines: the trace was recorded without Python stacks (torch.profiler.profile("
+            "with_stack=True), or neuron-explorer record, adds them)"
+        )
     for name, label in (("op", "op time"), ("device", "device time")):
         if not cov.get(f"{name}_time_ns"):
             continue
@@ -181,7 +190,8 @@ def coverage_text(cov: dict[str, Any], short: bool = False) -> str:
             parts.append(f"{cov[f'{name}_exact_pct']:.1f}% of {label}")
             continue
         by = ", ".join(
-            f"{k} {v:.1f}%" for k, v in sorted(cov[f"{name}_by_precision_pct"].items(), key=lambda kv: -kv[1])
+            f"{'no line' if k == 'none' else k} {v:.1f}%"
+            for k, v in sorted(cov[f"{name}_by_precision_pct"].items(), key=lambda kv: -kv[1])
         )
         parts.append(f"{label} {cov[f'{name}_exact_pct']:.1f}% at an exact line ({by})")
     if short:

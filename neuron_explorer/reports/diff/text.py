@@ -20,7 +20,7 @@ COLUMNS = {
     "% of base step": Column("% of base step", short="% step", meaning="delta as % of the base step time"),
     "calls / step": Column("calls / step", short="calls", meaning="calls per step, base -> new", drop=2),
     "95% interval": Column("95% interval", short="95% CI", meaning="95% interval of the delta", drop=3),
-    "confidence": Column("confidence", short="conf", meaning="confidence"),
+    "confidence": Column("confidence", short="conf", meaning="confidence", drop=1),
     "from": Column("from", "shape", short="line", meaning="source line", drop=4),
 }
 
