@@ -12,6 +12,8 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data"
 KINETO = DATA / "kineto"
+#: Real trn2 device profiles (legacy neuron-profile JSON, MIT): tests/data/README.md.
+TRN2 = DATA / "neuron" / "trn2_attention"
 REPO = TESTS.parent
 #: A rule that raises fails the test that meets it (outside tests a failing rule becomes one line
 #: in the analysis and the other rules still run: analyzers/rules.run_rules). Set before any

@@ -156,6 +156,12 @@ FIELDS: dict[str, dict[str, tuple[str, str]]] = {
         "engines": ("engines", "Number of distinct engines they ran on."),
     },
     "neuron_engines": {
+        "core": (
+            "",
+            "Physical core of the logical NeuronCore (`device`) the unit is on: the subgraph's number "
+            "(sg00 -> 0, sg01 -> 1, measured on trn2 with two physical cores per logical core).",
+        ),
+        "queue_type": ("", "DMA queue's type from its rows (e.g. instruction, data; null: engine or unknown)."),
         "unit": ("", "Engine (Tensor, Vector, Scalar, GpSimd, Sync) or DMA queue name."),
         "type": ("", "engine or dma."),
         "instructions": ("events", "Instructions on the engine (semaphore waits included); DMA: packet rows."),
@@ -335,7 +341,15 @@ _NEURON_SUMMARY = {
     "source": ("", "The device profile file."),
     "bound": ("", "compute or memory: arithmetic intensity against the NeuronCore's ridge point (null: unknown)."),
     "kernel_time_ns": ("ns", "Kernel window: first to last instruction that is not a semaphore wait, or DMA."),
-    "kernel_start_ns": ("ns", "Start of the kernel window, device-relative (after the initial semaphore wait)."),
+    "kernel_start_ns": (
+        "ns",
+        "Start of the kernel window, device-relative: the first kernel layer of layer_summary, "
+        "else the end of the longest stretch where only semaphore waits run (docs/neuron.md).",
+    ),
+    "kernel_window_source": ("", "What set the kernel start: layer (layer_summary) or wait (the semaphore stretch)."),
+    "wait_start_ns": ("ns", "Start of the longest stretch where only semaphore waits run (the fixed wait)."),
+    "wait_end_ns": ("ns", "End of that stretch."),
+    "after_kernel_ns": ("ns", "Profile time after the kernel window ends (total_time - kernel_end_ns)."),
     "kernel_end_ns": ("ns", "End of the kernel window, device-relative."),
     "mfu_kernel_pct": ("%", "MFU over the kernel window: the Summary's MFU x total_time / kernel time."),
     "hfu_kernel_pct": ("%", "HFU over the kernel window."),
@@ -344,10 +358,30 @@ _NEURON_SUMMARY = {
 }
 
 
+_WINDOW_PARTS = {
+    "preamble": "in the preamble (device time 0 to the fixed wait)",
+    "fixed_wait": "in the fixed wait (the longest stretch where only semaphore waits run)",
+    "kernel": "in the kernel window",
+}
+_PART_SUFFIXES = {
+    "_ns": ("ns", "Length of the part:"),
+    "_instructions": ("events", "Instructions, semaphore waits excluded, that start"),
+    "_matmul_instructions": ("events", "MATMUL instructions that start"),
+    "_hardware_flops": ("FLOP", "Hardware FLOPs (the export's raw_flops) of instructions that start"),
+    "_dma_bytes": ("bytes", "DMA bytes of the packets that start"),
+    "_engines_active_ns": ("ns", "Union of the engines' busy time (waits excluded)"),
+    "_dma_active_ns": ("ns", "Union of the DMA queues' busy time"),
+}
+
+
 def _neuron_summary_field(field: str) -> tuple[str, str]:
     """A ``neuron_summary`` column: AWS's Summary field with our units, or one we derive."""
     if field in _NEURON_SUMMARY:
         return _NEURON_SUMMARY[field]
+    for part, words in _WINDOW_PARTS.items():
+        for suffix, (unit, what) in _PART_SUFFIXES.items():
+            if field == f"{part}{suffix}":
+                return unit, f"{what} {words} (docs/neuron.md, The kernel window)."
     aws = "AWS Summary field, or derived from the events where the Summary lacks it (docs/neuron.md)"
     for suffix, unit, note in (
         ("_pct", "%", "a 0-1 fraction in the export, 0-100 here"),

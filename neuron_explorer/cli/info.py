@@ -272,6 +272,19 @@ def graph_replay_text(graph: dict[str, Any]) -> str:
     )
 
 
+def _window_words(d: dict[str, Any]) -> str:
+    """How the kernel start was found, and the parts before it (docs/neuron.md)."""
+    w = d.get("kernel_window") or {}
+    pre, wait = w.get("preamble_ns") or 0, w.get("fixed_wait_ns") or 0
+    parts = f"after a {fmt_time(pre)} preamble" + (f" and a {fmt_time(wait)} fixed wait" if wait else "")
+    source = w.get("source")
+    if source == "layer":
+        return f"the kernel layer {w.get('layer')} of layer_summary, {parts}"
+    if source == "wait":
+        return f"the end of the fixed wait, {parts}"
+    return "the first work row"
+
+
 def render_neuron(console: Any, info: dict[str, Any]) -> None:
     from rich.markup import escape
 
@@ -297,8 +310,8 @@ def render_neuron(console: Any, info: dict[str, Any]) -> None:
                 )
             ]
             console.print(
-                f"  kernel {fmt_time(d['kernel_time_ns'])} (from {fmt_time(d['kernel_start_ns'])}, after the initial "
-                "semaphore wait): " + ", ".join(kernel)
+                f"  kernel {fmt_time(d['kernel_time_ns'])} (from {fmt_time(d['kernel_start_ns'])}, "
+                f"{_window_words(d)}): " + ", ".join(kernel)
             )
         if d["metrics_only"]:
             console.print("  metrics only: a summary-json export holds no events")

@@ -12,6 +12,7 @@ from neuron_explorer.reports.fit import Column, print_table, printable
 
 ENGINE_COLUMNS = [
     Column("core", short="nc", meaning="NeuronCore"),
+    Column("phys", short="pc", meaning="physical core of the logical NeuronCore", drop=3),
     Column("engine / queue", "name"),
     Column("instructions", short="instr", meaning="instructions"),
     Column("waits", drop=2),
@@ -39,6 +40,7 @@ def render_engine_table(console: Any, engines: pd.DataFrame, title: str = "Neuro
     rows = [
         [
             str(r["device"]),
+            _int(r.get("core")),
             printable(("DMA " if r["type"] == "dma" else "") + str(r["unit"])),
             _int(r.get("instructions")),
             _int(r.get("waits")),

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from neuron_explorer.collectors.neuron.model import ENGINE_TABLE_COLUMNS
+from neuron_explorer.collectors.neuron.window import ENGINE_TABLE_COLUMNS
 
 #: Below this share of the run for both the engines and the DMA queues, a core is "mostly idle".
 IDLE_BELOW_PCT = 20.0
@@ -64,6 +64,7 @@ def neuron_overview(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "total_time_ns": _num(m, "total_time_ns"),
                 "kernel_time_ns": _num(m, "kernel_time_ns"),
                 "kernel_start_ns": _num(m, "kernel_start_ns"),
+                "kernel_window": dict(d.get("kernel_window") or {}),
                 "engines_active_pct": engines,
                 "engines_dma_active_pct": both,
                 "dma_active_pct": _num(m, "dma_active_time_pct"),

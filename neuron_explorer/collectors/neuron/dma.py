@@ -30,14 +30,30 @@ _SUBGROUP = r"^(?P<prefix>.*?)-?Q(?P<q>\d+)-E(?P<e>\d+)$"
 
 
 def queue_table(records: Any) -> pd.DataFrame:
-    """``dma_queues_info`` (or a Parquet queue table) as ``q_name``, ``q_type``, ``q_idx``."""
+    """``dma_queues_info`` (or a Parquet queue table) as ``q_name``, ``q_type``, ``q_idx``,
+    ``q_eng_idx`` and ``subgraph`` (empty where the file has none)."""
+    cols = ["q_name", "q_type", "q_idx", "q_eng_idx", "subgraph"]
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
-        return pd.DataFrame(columns=["q_name", "q_type", "q_idx"])
-    df = pd.DataFrame.from_records(records)
-    df = ensure(df, {"q_name": None, "q_type": None, "q_idx": np.nan})
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame.from_records(records[:100_000])
+    df = ensure(df, {"q_name": None, "q_type": None, "q_idx": np.nan, "q_eng_idx": np.nan, "subgraph": ""})
     df["q_idx"] = pd.to_numeric(df["q_idx"], errors="coerce")
+    df["q_eng_idx"] = pd.to_numeric(df["q_eng_idx"], errors="coerce")
     df["q_name"] = df["q_name"].where(df["q_name"].notna(), None)
-    return df[["q_name", "q_type", "q_idx"]]
+    df["subgraph"] = _text(df["subgraph"]).str.strip("/")
+    return df[cols]
+
+
+def _lookup(keys: pd.DataFrame, table: pd.DataFrame, on: list[str]) -> pd.Series:
+    """The ``q_name`` of each row of ``keys`` where ``on`` matches exactly one name in
+    ``table``; NaN where it matches none or several (an ambiguous key names nothing)."""
+    t = table.dropna(subset=[*on, "q_name"])
+    if not len(t):
+        return pd.Series(np.nan, index=keys.index, dtype=object)
+    names = t.groupby(on, sort=False)["q_name"].agg(lambda s: s.iloc[0] if s.astype(str).nunique() == 1 else None)
+    names = names.dropna().astype(str).rename("_name").reset_index()
+    out = keys[on].reset_index().merge(names, on=on, how="left").set_index("index")["_name"]
+    return out.reindex(keys.index)
 
 
 def _text(series: pd.Series) -> pd.Series:
@@ -66,22 +82,54 @@ def resolve_queues(df: pd.DataFrame, info: pd.DataFrame) -> tuple[pd.Series, pd.
     if "queue_idx" in df:
         qidx = qidx.fillna(pd.to_numeric(df["queue_idx"], errors="coerce"))
     qidx = qidx.where(np.isfinite(qidx) & (qidx == np.round(qidx)) & (qidx.abs() < 2**31))
-    by_idx = info.dropna(subset=["q_idx", "q_name"]).drop_duplicates("q_idx")
-    if len(by_idx):
-        looked = qidx.map(dict(zip(by_idx["q_idx"], by_idx["q_name"].astype(str))))
+    if len(info) and (name == "").any():
+        eng = (
+            pd.to_numeric(df["engine_idx"], errors="coerce")
+            if "engine_idx" in df
+            else pd.Series(np.nan, index=df.index)
+        )
+        sub = _text(df["subgraph"]).str.strip("/") if "subgraph" in df else pd.Series("", index=df.index)
+        keys = pd.DataFrame({"q_idx": qidx, "q_eng_idx": eng, "subgraph": sub}, index=df.index)
+        # Most specific first: (subgraph, queue, DMA engine), then (subgraph, queue), then queue;
+        # each only where it names one queue. Measured on trn2: q_idx 14 of sg00 is both
+        # qScalarTable and qDveTable, and no q_eng_idx (73, 74, 79, 90) is a row's DMA engine
+        # (64-85), so those rows stay "queue 14" rather than borrow either name.
+        looked = pd.Series(np.nan, index=df.index, dtype=object)
+        for on in (["subgraph", "q_idx", "q_eng_idx"], ["subgraph", "q_idx"], ["q_idx"]):
+            if on[0] == "subgraph" and not ((info["subgraph"] != "").any() and (sub != "").any()):
+                continue
+            looked = looked.where(looked.notna(), _lookup(keys, info, on))
+            ambiguous = _ambiguous(keys, info, on)
+            looked = looked.where(looked.notna() | ~ambiguous, "")
         name = name.where(name != "", looked.fillna(""))
     fallback = pd.Series("dma_queue", index=df.index)
     if "subgroup" in df:
         fallback = _text(df["subgroup"]).where(lambda s: s != "", fallback)
     fallback = ("queue " + qidx.astype("Int64").astype(str)).where(qidx.notna(), fallback)
     name = name.where(name != "", fallback) if n else name
+    # The row's own queue_type first (measured on trn2: rows say software_dynamic, instruction,
+    # hardware_dynamic where dma_queues_info says weights or unknown), then the queue's q_type.
     types = pd.Series(None, index=df.index, dtype=object)
+    if "queue_type" in df:
+        own = _text(df["queue_type"])
+        types = own.where((own != "") & (own.str.lower() != "unknown"), None)
     named = info.dropna(subset=["q_name"]).drop_duplicates("q_name")
     if len(named):
-        types = name.map(dict(zip(named["q_name"].astype(str), named["q_type"])))
-    if "queue_type" in df:
-        types = types.where(types.notna(), df["queue_type"])
+        types = types.where(types.notna(), name.map(dict(zip(named["q_name"].astype(str), named["q_type"]))))
     return name.astype(str), types.astype(object).where(types.notna(), None)
+
+
+def _ambiguous(keys: pd.DataFrame, table: pd.DataFrame, on: list[str]) -> pd.Series:
+    """Rows whose ``on`` key matches two or more queue names in ``table``."""
+    t = table.dropna(subset=[*on, "q_name"])
+    if not len(t):
+        return pd.Series(False, index=keys.index)
+    many = t.groupby(on, sort=False)["q_name"].agg(lambda s: s.astype(str).nunique() > 1)
+    many = many[many].rename("_many").reset_index()
+    if not len(many):
+        return pd.Series(False, index=keys.index)
+    out = keys[on].reset_index().merge(many, on=on, how="left").set_index("index")["_many"]
+    return out.reindex(keys.index).fillna(False).astype(bool)
 
 
 def finish_dmas(df: pd.DataFrame, profile: DeviceProfile, info: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -9,13 +9,8 @@ from typing import Any
 import pandas as pd
 
 from neuron_explorer.collectors.neuron.align import Alignment
-from neuron_explorer.collectors.neuron.model import (
-    ENGINES,
-    DeviceProfile,
-    derived_metrics,
-    engine_table,
-    normalize_summary,
-)
+from neuron_explorer.collectors.neuron.model import ENGINES, DeviceProfile, derived_metrics, normalize_summary
+from neuron_explorer.collectors.neuron.window import engine_table, kernel_metrics, kernel_window
 from neuron_explorer.version import __version__
 
 
@@ -27,6 +22,8 @@ def profile_metadata(
     for p, a in zip(profiles, alignments):
         summary = normalize_summary(p.summary_raw, p)
         derived = derived_metrics(p)
+        derived.update(kernel_metrics(p, derived.get("total_time_ns")))
+        window = kernel_window(p)
         metrics = {**derived, **summary}
         source = {k: ("summary" if k in summary else "derived") for k in metrics}
         # The Summary's dma_transfer_* fields miss the packet groups without an aggregated row
@@ -64,6 +61,7 @@ def profile_metadata(
                 "file_warnings": list(p.file_warnings),
                 "metrics_only": p.metrics_only,
                 "derived_metrics": derived,
+                "kernel_window": window.to_dict() if window is not None else None,
                 "operators": operator_table(p),
                 "engines": engine_table(p, metrics.get("total_time_ns") or p.span_ns),
             }
@@ -100,6 +98,11 @@ def kernel_utilization(metrics: dict[str, Any]) -> dict[str, Any]:
         v = metrics.get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             out[key.replace("_estimated_pct", "_kernel_pct")] = float(v) * span / kernel
+    # The bytes are not all the kernel's: the identity matrix and the instruction fetch move in
+    # the preamble (measured on the matmul exports). MBU over the kernel counts the kernel's.
+    moved = [metrics.get(f"{p}_dma_bytes") for p in ("preamble", "fixed_wait", "kernel")]
+    if "mbu_kernel_pct" in out and all(isinstance(v, (int, float)) for v in moved) and sum(moved) > 0:
+        out["mbu_kernel_pct"] *= moved[2] / sum(moved)
     return out
 
 

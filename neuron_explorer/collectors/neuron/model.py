@@ -97,6 +97,8 @@ class DeviceProfile:
     #: Tables of the export not imported (legacy ``dma_throughput``, ``nc_mem_usage``, ...): rows each.
     other_tables: dict[str, int] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
+    #: ``layer_summary`` (legacy JSON): ``name``, ``subgraph``, ``start_ns``, ``end_ns``.
+    layers: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Records dropped by the validation (``frames.event_times``): in the trace's ``repairs``.
     repairs: Repairs = field(default_factory=Repairs)
 
@@ -318,7 +320,6 @@ def derived_metrics(profile: DeviceProfile) -> dict[str, Any]:
         out["engines_active_time_ns"] = out["total_active_time_ns"]
         if span:
             out["engines_active_time_pct"] = out["total_active_time_pct"]
-    out.update(kernel_metrics(profile, span))
     if len(dma):
         tr = dma[dma["is_transfer"]] if "is_transfer" in dma else dma
         dma = real_dma_rows(dma)
@@ -353,138 +354,13 @@ def real_dma_rows(dma: pd.DataFrame) -> pd.DataFrame:
     return dma[~dma["synthetic"].to_numpy(bool)] if "synthetic" in dma and len(dma) else dma
 
 
-def _busy(profile: DeviceProfile) -> pd.DataFrame:
+def busy_rows(profile: DeviceProfile) -> pd.DataFrame:
+    """Engine busy intervals: the export's active-time table, else the instructions that are
+    not waits."""
     ins, act = profile.instructions, profile.active
     if len(act):
         return act
     return ins[~ins["is_wait"]] if len(ins) and "is_wait" in ins else ins
-
-
-def kernel_window(profile: DeviceProfile) -> tuple[int, int] | None:
-    """The kernel: from the first instruction that is not a semaphore wait, or DMA, to the end of
-    the last one. On real files every profile begins with ~1.85 ms of all engines parked in
-    ``EVENT_SEMAPHORE`` waits and no DMA; the kernel (6-12 us on the matmul exports) follows."""
-    ins = profile.instructions
-    work = ins[~ins["is_wait"]] if len(ins) and "is_wait" in ins else ins
-    parts = [df for df in (work, real_dma_rows(profile.dmas), profile.ccops) if len(df)]
-    if not parts:
-        return None
-    start = min(int(df["start_ns"].min()) for df in parts)
-    end = max(int((df["start_ns"] + df["dur_ns"]).max()) for df in parts)
-    return (start, end) if end > start else None
-
-
-def _clipped_union(df: pd.DataFrame, window: tuple[int, int]) -> int:
-    if not len(df):
-        return 0
-    s = df["start_ns"].to_numpy(np.int64)
-    e = s + df["dur_ns"].to_numpy(np.int64)
-    s, e = np.clip(s, *window), np.clip(e, *window)
-    return union_ns(s, e)
-
-
-def kernel_metrics(profile: DeviceProfile, span: int | None) -> dict[str, Any]:
-    """The kernel window and the engines' and DMA queues' activity inside it (``kernel_*``)."""
-    window = kernel_window(profile)
-    if window is None:
-        return {}
-    k = window[1] - window[0]
-    busy, dma = _busy(profile), real_dma_rows(profile.dmas)
-    out: dict[str, Any] = {"kernel_start_ns": window[0], "kernel_end_ns": window[1], "kernel_time_ns": k}
-    if span:
-        out["kernel_share_of_span_pct"] = 100.0 * k / span
-    eng = _clipped_union(busy, window)
-    out["kernel_engines_active_time_ns"] = eng
-    out["kernel_engines_active_pct"] = 100.0 * eng / k
-    for engine in ENGINES:
-        rows = busy[busy["engine"] == engine] if len(busy) else busy
-        out[f"kernel_{engine.lower()}_engine_active_pct"] = 100.0 * _clipped_union(rows, window) / k
-    if len(dma):
-        out["kernel_dma_active_pct"] = 100.0 * _clipped_union(dma, window) / k
-        both = pd.concat([busy[["start_ns", "dur_ns"]], dma[["start_ns", "dur_ns"]]]) if len(busy) else dma
-        out["kernel_engines_dma_active_pct"] = 100.0 * _clipped_union(both, window) / k
-        if span:
-            spanned = union_ns(
-                both["start_ns"].to_numpy(np.int64), (both["start_ns"] + both["dur_ns"]).to_numpy(np.int64)
-            )
-            out["engines_dma_active_time_ns"] = spanned
-            out["engines_dma_active_time_pct"] = 100.0 * spanned / span
-    return out
-
-
-#: Columns of the per-engine table (``engine_table``): one row per engine and per DMA queue.
-ENGINE_TABLE_COLUMNS = (
-    "device",
-    "unit",
-    "type",
-    "instructions",
-    "waits",
-    "transfers",
-    "bytes",
-    "active_ns",
-    "kernel_active_ns",
-    "kernel_util_pct",
-    "span_util_pct",
-)
-
-
-def engine_table(profile: DeviceProfile, span: int | None) -> list[dict[str, Any]]:
-    """Per engine (Tensor, Vector, Scalar, GpSimd, Sync) and per DMA queue: instructions (DMA:
-    packet rows), active time (union, waits excluded), its share of the kernel window and of
-    the span. A DMA queue is keyed by its name (the queue x DMA engine of ``dma_queues_info``)."""
-    window = kernel_window(profile)
-    k = window[1] - window[0] if window else 0
-    ins, busy, dma = profile.instructions, _busy(profile), real_dma_rows(profile.dmas)
-    rows: list[dict[str, Any]] = []
-
-    def add(unit: str, kind: str, part: pd.DataFrame, **extra: Any) -> None:
-        active = (
-            union_ns(part["start_ns"].to_numpy(), (part["start_ns"] + part["dur_ns"]).to_numpy()) if len(part) else 0
-        )
-        inside = _clipped_union(part, window) if window else 0
-        rows.append(
-            {
-                "device": profile.device,
-                "unit": unit,
-                "type": kind,
-                **extra,
-                "active_ns": int(active),
-                "kernel_active_ns": int(inside),
-                "kernel_util_pct": 100.0 * inside / k if k else None,
-                "span_util_pct": 100.0 * active / span if span else None,
-            }
-        )
-
-    for engine in ENGINES:
-        mine = ins[ins["engine"] == engine] if len(ins) else ins
-        if not len(mine) and not (len(busy) and (busy["engine"] == engine).any()):
-            continue
-        waits = int(mine["is_wait"].sum()) if len(mine) and "is_wait" in mine else 0
-        part = busy[busy["engine"] == engine] if len(busy) else busy
-        add(engine, "engine", part, instructions=len(mine), waits=waits, transfers=None, bytes=None)
-    if len(dma):
-        all_rows = profile.dmas
-        transfer = all_rows["is_transfer"].to_numpy(bool) if "is_transfer" in all_rows else np.ones(len(all_rows), bool)
-        packet = ~transfer & ~all_rows["duplicate"].to_numpy(bool) if "duplicate" in all_rows else ~transfer
-        # Bytes where they moved: the packets on this queue when the export lists packets (a
-        # transfer's packets can run on several queues), else its transfers.
-        counted = packet if packet.any() else transfer
-        for queue in sorted(set(dma["queue"].astype(str))):
-            on_queue = (all_rows["queue"].astype(str) == queue).to_numpy()
-            part = dma[dma["queue"].astype(str) == queue]
-            add(
-                queue,
-                "dma",
-                part,
-                instructions=int((on_queue & packet).sum() if packet.any() else (on_queue & transfer).sum()),
-                waits=None,
-                transfers=int((on_queue & transfer).sum()),
-                bytes=int(pd.to_numeric(all_rows.loc[on_queue & counted, "bytes"], errors="coerce").fillna(0).sum()),
-            )
-    for r in rows:
-        for c in ENGINE_TABLE_COLUMNS:
-            r.setdefault(c, None)
-    return [{c: r[c] for c in ENGINE_TABLE_COLUMNS} for r in rows]
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
