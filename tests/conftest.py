@@ -146,3 +146,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = module.__name__.rsplit(".", 1)[-1] if module is not None else ""
         if name in QUICK_MODULES and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
+
+
+def neuron_kernel_from_rows(doc: dict) -> tuple[int, int]:
+    """The kernel window of a legacy neuron-profile JSON document, by hand: the end of the
+    longest stretch in which nothing but EVENT_SEMAPHORE waits run, to the end of the last work
+    row (an instruction that is not a wait, or a DMA row). Plain Python, for the tests: walk the
+    work intervals in start order and keep the widest gap between them."""
+    work = [
+        (r["timestamp"], r["timestamp"] + r["duration"]) for r in doc["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"
+    ]
+    work += [(r["timestamp"], r["timestamp"] + r["duration"]) for r in doc["dma"]]
+    work.sort()
+    best, start, reach = 0, work[0][0], work[0][1]
+    for a, b in work[1:]:
+        if a - reach > best:
+            best, start = a - reach, a
+        reach = max(reach, b)
+    return start, reach
+
+
+def neuron_queue_names(doc: dict) -> set[str]:
+    """The DMA queue names a legacy document's packet rows resolve to, by hand: the
+    ``dma_queues_info`` name where the row's queue index names one queue, else ``queue N``."""
+    names: dict[int, set[str]] = {}
+    for q in doc.get("dma_queues_info") or []:
+        names.setdefault(q["q_idx"], set()).add(q["q_name"])
+    out = set()
+    for r in doc["dma"]:
+        found = names.get(int(r["dma_queue"]), set())
+        out.add(next(iter(found)) if len(found) == 1 else f"queue {r['dma_queue']}")
+    return out

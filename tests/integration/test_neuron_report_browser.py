@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from neuron_explorer.collectors.neuron.synth.matmul import MatmulSpec, write_matmul_json
-from tests.conftest import KINETO
+from tests.conftest import KINETO, neuron_queue_names
 from tests.integration.test_report_browser import Chromium, assert_page_is_clean, find_chromium, write_report
 
 
@@ -30,7 +30,7 @@ def test_neuron_report_shows_the_kernel_window_and_each_engine(browser: Chromium
     section = "document.getElementById('neuron')"
     assert browser.evaluate(f"{section}.hidden") is False
     assert browser.evaluate(f"{section}.querySelectorAll('[data-table=neuron_summary] tbody tr').length") == 1
-    queues = {r["subgroup"].rsplit("-Q", 1)[0] for r in doc["dma"]}
+    queues = neuron_queue_names(doc)
     rows = f"{section}.querySelectorAll('[data-table=neuron_engines] tbody tr')"
     assert browser.evaluate(f"{rows}.length") == 5 + len(queues)
     cells = browser.evaluate(

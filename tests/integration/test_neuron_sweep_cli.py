@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from neuron_explorer.collectors.neuron.synth.matmul import MatmulSpec, write_matmul_json
+from tests.conftest import neuron_kernel_from_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +35,8 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, dic
 
 
 def _kernel(doc: dict) -> int:
-    rows = [r for r in doc["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"] + doc["dma"]
-    return max(r["timestamp"] + r["duration"] for r in rows) - min(r["timestamp"] for r in rows)
+    start, end = neuron_kernel_from_rows(doc)
+    return end - start
 
 
 def test_compare_a_directory_gives_one_row_per_profile_sorted(sweep, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -104,7 +105,7 @@ def test_diff_of_a_small_and_a_large_matmul_reports_the_kernel_growth(sweep) -> 
     gate = cli("diff", str(small), str(large), "--fail-on-regression", "5")
     assert gate.returncode == 1 and "kernel" in gate.stderr
     text = cli("diff", str(small), str(large))
-    assert "Kernel window" in text.stdout and "DMA qScalarTable" in text.stdout
+    assert "Kernel window" in text.stdout and "DMA qPoolIO0" in text.stdout and "DMA queue 14" in text.stdout
 
 
 def test_analyze_and_info_refuse_in_one_line(sweep, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -179,7 +179,10 @@ def _add_kernel(d: TraceDiff) -> None:
     if row is not None:
         d.metrics = pd.concat([d.metrics, pd.DataFrame([row])], ignore_index=True)
     text = sentence(d.neuron["summary"])
-    if text and row is not None:
+    if text and row is not None and row["delta_ns"] <= 0:
+        # A kernel that got faster (or held) is never an answer to "what got slower".
+        d.notes.insert(0, f"The kernel did not get slower: {text}")
+    elif text and row is not None:
         d.answer.insert(
             0,
             {
@@ -195,8 +198,9 @@ def _add_kernel(d: TraceDiff) -> None:
             },
         )
     d.notes.append(
-        "Neuron device profiles: the span is mostly the fixed semaphore wait before the kernel; the `kernel` "
-        "metric compares the kernel windows (its % is of the base kernel) and the gate includes it"
+        "Neuron device profiles: the span holds a preamble (and, on inf2/trn1 exports, a fixed semaphore wait) "
+        "before the kernel; the `kernel` metric compares the kernel windows (its % is of the base kernel) and "
+        "the gate includes it"
     )
 
 

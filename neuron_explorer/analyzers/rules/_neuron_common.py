@@ -93,6 +93,22 @@ def spill_streams(ctx: RuleContext, device: int) -> list[int]:
     return out
 
 
+#: DMA queue types that are the runtime's, not the user's (measured on trn2 and the inf2 matmul
+#: exports: queue 14, ``queue_type`` instruction, is the instruction fetch).
+RUNTIME_QUEUE_TYPES = frozenset({"instruction"})
+
+
+def runtime_streams(ctx: RuleContext, device: int) -> list[int]:
+    """DMA queues the runtime drives (instruction fetch), by the type their rows carry."""
+    return [
+        int(st["stream"])
+        for st in (ctx.frames.metadata.get("neuron") or {}).get("streams") or []
+        if st.get("type") == "dma"
+        and st.get("device") == device
+        and str(st.get("queue_type") or "").lower() in RUNTIME_QUEUE_TYPES
+    ]
+
+
 def metric_value(d: dict[str, Any], key: str) -> float | None:
     v = (d.get("metrics") or {}).get(key)
     return float(v) if isinstance(v, (int, float)) else None
@@ -105,3 +121,52 @@ def runs(edges: np.ndarray, mask: np.ndarray) -> list[list[int]]:
     d = np.diff(m)
     starts, ends = np.nonzero(d == 1)[0], np.nonzero(d == -1)[0]
     return [[int(edges[s]), int(edges[e])] for s, e in zip(starts, ends)]
+
+
+def metric_text(d: dict[str, Any], key: str) -> str | None:
+    v = (d.get("metrics") or {}).get(key)
+    return v if isinstance(v, str) and v else None
+
+
+def kernel_is_nki(d: dict[str, Any]) -> bool | None:
+    """True where no instruction carries an HLO name (an NKI or hand-written kernel: compiler
+    flags and HLO-level advice do not reach it), None where the profile cannot say."""
+    named = metric_value(d, "hlo_named_instructions")
+    if named is None or not metric_value(d, "matmul_instructions"):
+        return None
+    return named == 0
+
+
+def matmul_dtype_words(d: dict[str, Any]) -> tuple[str, str]:
+    """(evidence, advice) about the dtype the MATMULs read (collectors/neuron/dtypes.py). A
+    16-bit matmul already runs at the Tensor engine's full rate, fp32 at a quarter of it, so
+    casting is advised for fp32 operands only, and "unknown" is said where no operand names one."""
+    n = int(metric_value(d, "matmul_instructions") or 0)
+    if not n:
+        return "", ""
+    known = int(metric_value(d, "matmul_dtype_known_instructions") or 0)
+    fp32 = int(metric_value(d, "matmul_fp32_instructions") or 0)
+    nki = kernel_is_nki(d)
+    cast_nki = "load the tiles as bf16 (nl.load(tensor, dtype=nl.bfloat16)); the matmul still accumulates in fp32 PSUM"
+    cast_xla = (
+        "compile with neuronx-cc --auto-cast matmult --auto-cast-type bf16, or run the model in bf16 "
+        "(model.to(torch.bfloat16))"
+    )
+    cast = cast_nki if nki else cast_xla if nki is False else f"in NKI, {cast_nki}; for a compiled model, {cast_xla}"
+    if not known:
+        return (
+            f"The profile does not say what dtype its {n:,} MATMULs read (no src=<dtype> in their operands).",
+            f"If they read fp32 (a quarter of the 16-bit rate), move them to bf16 where the accuracy allows: {cast}.",
+        )
+    if 2 * fp32 >= known:
+        return (
+            f"{fp32:,} of {known:,} MATMULs read fp32 operands (src=fp32), which the Tensor engine runs at a quarter "
+            "of its 16-bit rate.",
+            f"Move the fp32 matmuls to bf16 where the accuracy allows: {cast}.",
+        )
+    dtype = metric_text(d, "matmul_dtype") or "16-bit"
+    return (
+        f"{known - fp32:,} of {known:,} MATMULs already read 16-bit operands (mostly {dtype}, the Tensor engine's "
+        "full rate): the headroom is in their shape and feeding, not their dtype.",
+        "",
+    )

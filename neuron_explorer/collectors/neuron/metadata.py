@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from neuron_explorer.collectors.neuron.align import Alignment
+from neuron_explorer.collectors.neuron.dtypes import matmul_dtypes
 from neuron_explorer.collectors.neuron.model import ENGINES, DeviceProfile, derived_metrics, normalize_summary
 from neuron_explorer.collectors.neuron.window import engine_table, kernel_metrics, kernel_window
 from neuron_explorer.version import __version__
@@ -23,6 +24,7 @@ def profile_metadata(
         summary = normalize_summary(p.summary_raw, p)
         derived = derived_metrics(p)
         derived.update(kernel_metrics(p, derived.get("total_time_ns")))
+        derived.update(matmul_dtypes(p))
         window = kernel_window(p)
         metrics = {**derived, **summary}
         source = {k: ("summary" if k in summary else "derived") for k in metrics}

@@ -135,6 +135,13 @@ def kernel_window(profile: DeviceProfile) -> KernelWindow | None:
     if end <= first:
         return None
     start, source, wait, layer_name = first, "work", None, None
+    ins = profile.instructions
+    if len(ins) and "is_wait" in ins and first > 0:
+        waits = ins[ins["is_wait"].to_numpy(bool)]
+        if len(waits) and int(waits["start_ns"].min()) < first:
+            # Waits before any work (the old synthetic files, assumed for others): the stretch
+            # from the span's start to the first work row is a candidate too.
+            starts, ends = np.append(starts, 0), np.append(ends, 0)
     gap = _longest_wait(starts, ends)
     if gap is not None and (gap[1] - gap[0]) >= FIXED_WAIT_SHARE * end:
         wait, start, source = gap, gap[1], "wait"

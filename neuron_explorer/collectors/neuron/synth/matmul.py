@@ -1,17 +1,29 @@
 """A single-matmul ``neuron-profile`` JSON export written to the conventions of the 117 real
-exports of issue 27 (matmul kernels on inf2/trn1, profiler 2.27).
+exports of issue 27 (matmul kernels on inf2/trn1, profiler 2.27), as corrected in issue 42
+(reference neuron-formats.md: the files do not begin with the wait).
 
 What the real files show, and this writer reproduces:
 
-- every engine starts parked in one ``EVENT_SEMAPHORE`` wait of ~1.85 ms, with no DMA, before
-  a kernel of a few microseconds; ``EVENT_SEMAPHORE_RANGE_CLEAR`` is work inside the kernel;
-- three logical DMA transfers, grouped by ``packet_aggregation_id``: the weights (the only
-  group with an ``aggregated: "yes"`` row, 32 KiB), the DGE software-dynamic input/output loads
-  and the instruction fetch, listed as packets only; all packets together are the Summary's
-  ``static_dma_size + software_dynamic_dma_size``;
-- ``dma_queues_info`` lists the same ``q_idx`` twice under different names on different engines;
+- a ~4 us **preamble** of real work from ~7 ns: Sync DRAIN, WRITE and SET_ORDERING_MODE, a
+  Tensor TENSOR_LOAD and a Scalar ACT_TABLE_LOAD, the 32 KiB identity-matrix DMA and 2 of the 3
+  instruction-fetch packets; then a ~1.85 ms **fixed wait** in which only ``EVENT_SEMAPHORE``
+  rows run, on every engine (no other instruction, no DMA); then the **kernel**:
+  ``EVENT_SEMAPHORE_RANGE_CLEAR``, the last instruction-fetch packet, the DGE loads, the MATMULs
+  (the first ~1 us after the wait's end), the output store and a closing wait;
+- three logical DMA transfers, grouped by ``packet_aggregation_id``: the identity matrix (the
+  only group with an ``aggregated: "yes"`` row, 32,768 B, which leaves out its group's 16
+  four-byte semaphore packets: 32,832 B in packets), the DGE software-dynamic input/output loads
+  and the instruction fetch (1,024 + 8 + 4 B on queue 14, ``queue_type`` instruction), listed as
+  packets only; all packets together are the Summary's ``static_dma_size +
+  software_dynamic_dma_size``;
+- ``dma_queues_info`` lists q_idx 14 twice under different names on different engines
+  (qScalarTable, qDveTable), neither the fetch rows' DMA engine;
 - the Summary's ``total_active_time_percent`` covers engines and DMA together; every
   ``*_percent`` is a 0-1 fraction; ``active_time`` excludes the semaphore waits.
+
+Assumed, not read from a real file: the rows' ``queue_type`` of the identity and DGE groups
+(``static``, ``software_dynamic``, as the trn2 files spell the latter) and the ``src=fp16@``
+spelling of a 16-bit MATMUL operand (the trn2 files spell ``bfloat16`` and ``fp32``).
 
 Kernel time, DMA bytes and FLOPs grow with the matrix sizes (``m``, ``k``, ``n``), so a sweep
 of these files is a sweep of matmul sizes. The returned dict is the document written (tests
@@ -40,9 +52,12 @@ class MatmulSpec:
     k: int = 128
     n: int = 512
     dtype_bytes: int = 2
+    dtype: str = "fp16"
     initial_wait_ns: int = 1_850_000
     weights_bytes: int = 32 * 1024
-    fetch_bytes: int = 6 * 1024
+    weights_semaphores: int = 16
+    fetch_packets: tuple[int, ...] = (1024, 8, 4)
+    preamble_ns: int = 4_100
     packet_bytes: int = 4096
     #: ns per byte a DMA queue moves (about 27 GB/s, one DMA engine's bandwidth)
     ns_per_byte: float = 1 / 27.2
@@ -58,11 +73,12 @@ def _packets(total: int, size: int) -> list[int]:
 def matmul_document(spec: MatmulSpec | None = None) -> dict[str, Any]:
     """The export (a dict) of one ``m x k @ k x n`` matmul kernel."""
     s = spec or MatmulSpec()
-    t0 = s.initial_wait_ns
     ins: list[dict[str, Any]] = []
     dma: list[dict[str, Any]] = []
 
-    def instruction(engine: str, opcode: str, start: int, dur: int, hlo: str | None, layer: str | None) -> None:
+    def instruction(
+        engine: str, opcode: str, start: int, dur: int, hlo: str | None, layer: str | None, operands: str = ""
+    ) -> None:
         label = "TensorMatrix" if engine == "Tensor" and opcode == "MATMUL" else engine
         ins.append(
             {
@@ -71,7 +87,7 @@ def matmul_document(spec: MatmulSpec | None = None) -> dict[str, Any]:
                 "label": label,
                 "subgroup": engine,
                 "opcode": opcode,
-                "operands": "",
+                "operands": operands,
                 "hlo_name": hlo,
                 "layer": layer,
                 "hlo_attrs": "{}",
@@ -81,9 +97,23 @@ def matmul_document(spec: MatmulSpec | None = None) -> dict[str, Any]:
             }
         )
 
-    def packets(group: int, queue: str, q_idx: int, engine: int, start: int, total: int, src: str, dst: str) -> int:
-        t = start
-        for i, size in enumerate(_packets(total, s.packet_bytes)):
+    def packets(
+        group: int,
+        queue: str,
+        q_idx: int,
+        engine: int | list[int],
+        start: int,
+        sizes: list[int],
+        src: str,
+        dst: str,
+        qtype: str,
+    ) -> int:
+        """Packets back to back on each DMA engine, round-robin over ``engine``; returns the end."""
+        engines = engine if isinstance(engine, list) else [engine]
+        clock = {e: start for e in engines}
+        for i, size in enumerate(sizes):
+            engine = engines[i % len(engines)]
+            t = clock[engine]
             dur = max(int(size * s.ns_per_byte), 1)
             dma.append(
                 {
@@ -98,31 +128,35 @@ def matmul_document(spec: MatmulSpec | None = None) -> dict[str, Any]:
                     "variable": queue,
                     "dma_queue": q_idx,
                     "dma_engine": engine,
-                    "subgroup": f"{queue}-Q{q_idx}-E{engine}",
+                    "subgroup": f"Q{q_idx}-E{engine}",  # no queue name: that is in dma_queues_info
+                    "queue_type": qtype,
                     "packet_aggregation_id": group,
                     "aggregated": "no",
                     "duplicate": "no",
                     "is_cc_dma": "no",
                     "semaphore_id": 3,
-                    "packet_idx": i,
+                    "packet_idx": sum(1 for r in dma if r["packet_aggregation_id"] == group),
                 }
             )
-            t += dur
-        return t
+            clock[engine] = t + dur
+        return max(clock.values())
 
-    # The fixed wait: every engine parked on a semaphore from the first timestamp on.
-    for j, engine in enumerate(("Tensor", "Vector", "Scalar", "GpSimd", "Sync")):
-        instruction(engine, "EVENT_SEMAPHORE", j * 3, t0 - j * 3, None, None)
-    instruction("Sync", "EVENT_SEMAPHORE_RANGE_CLEAR", t0, 40, None, None)
-    fetch_end = packets(FETCH_GROUP, "qSyncInstFetch", 2, 0, t0 + 40, s.fetch_bytes, "INSTRUCTION", "SB")
-    # Weights: one aggregated transfer listed beside its packets.
-    w_start = fetch_end
-    w_end = packets(WEIGHTS_GROUP, "qSyncIO0", 0, 1, w_start, s.weights_bytes, "WEIGHT", "SB")
+    fetch = list(s.fetch_packets)
+    # The preamble: set-up work from ~7 ns, the identity matrix and 2 of the 3 fetch packets.
+    instruction("Sync", "DRAIN", 7, 300, None, None)
+    instruction("Sync", "WRITE", 320, 80, None, None)
+    instruction("Sync", "SET_ORDERING_MODE", 410, 40, None, None)
+    instruction("Tensor", "TENSOR_LOAD", 500, 900, None, None)
+    instruction("Scalar", "ACT_TABLE_LOAD", 600, max(s.preamble_ns - 600, 1_200), None, None)
+    fetch_end = packets(FETCH_GROUP, "qSyncInstFetch", 14, 5, 60, fetch[:-1], "INSTRUCTION", "SB", "instruction")
+    w_start = max(fetch_end, 1_000)
+    identity = _packets(s.weights_bytes, s.packet_bytes) + [4] * s.weights_semaphores
+    w_end = packets(WEIGHTS_GROUP, "qSyncIO0", 0, 1, w_start, identity, "WEIGHT", "SB", "static")
     dma.append(
         {
             "timestamp": w_start,
             "duration": w_end - w_start,
-            "transfer_size": s.weights_bytes,
+            "transfer_size": s.weights_bytes,  # the aggregated row leaves out the semaphore packets
             "read_size": s.weights_bytes,
             "write_size": s.weights_bytes,
             "transfer_rate": s.weights_bytes / ((w_end - w_start) / 1e9),
@@ -131,7 +165,8 @@ def matmul_document(spec: MatmulSpec | None = None) -> dict[str, Any]:
             "variable": "weights",
             "dma_queue": 0,
             "dma_engine": 1,
-            "subgroup": "qSyncIO0-Q0-E1",
+            "subgroup": "Q0-E1",
+            "queue_type": "static",
             "packet_aggregation_id": WEIGHTS_GROUP,
             "aggregated": "yes",
             "duplicate": "no",
@@ -139,24 +174,35 @@ def matmul_document(spec: MatmulSpec | None = None) -> dict[str, Any]:
             "semaphore_id": 3,
         }
     )
-    # DGE software-dynamic loads of both inputs and the store of the output (queue 14 on two
-    # DMA engines: the same index under two names, as real dma_queues_info lists it).
+    pre_end = max(w_end, 1_800, s.preamble_ns)  # the last preamble row's end
+    t0 = pre_end + s.initial_wait_ns  # the end of the fixed wait
+    # The fixed wait: every engine parked on a semaphore, no DMA, nothing else.
+    for j, engine in enumerate(("Tensor", "Vector", "Scalar", "GpSimd", "Sync")):
+        instruction(engine, "EVENT_SEMAPHORE", pre_end + j * 3, t0 - pre_end - j * 3, None, None)
+    # The kernel.
+    instruction("Sync", "EVENT_SEMAPHORE_RANGE_CLEAR", t0, 40, None, None)
+    packets(FETCH_GROUP, "qSyncInstFetch", 14, 5, t0 + 40, fetch[-1:], "INSTRUCTION", "SB", "instruction")
+    # DGE software-dynamic loads of both inputs and the store of the output.
     in_bytes = (s.m * s.k + s.k * s.n) * s.dtype_bytes
     out_bytes = s.m * s.n * s.dtype_bytes
-    load_end = packets(DGE_GROUP, "qScalarTable", 14, 2, fetch_end, in_bytes, "INPUT", "SB")
+    sizes_in, sizes_out = _packets(in_bytes, s.packet_bytes), _packets(out_bytes, s.packet_bytes)
+    dge = list(range(64, 80))  # 16 DMA engines, as the trn2 files' software-dynamic queue
+    load_end = packets(DGE_GROUP, "qPoolIO0", 1, dge, t0 + 60, sizes_in, "INPUT", "SB", "software_dynamic")
     tiles = math.ceil(s.m / PE_ROWS) * math.ceil(s.k / PE_COLS) * math.ceil(s.n / 512)
-    mm_start = load_end + 30
+    mm_start = max(load_end + 30, t0 + 1_000)  # the first MATMUL ~1 us after the wait's end
     instruction("Tensor", "EVENT_SEMAPHORE", t0, mm_start - t0, None, None)  # waits for its inputs
     t = mm_start
     per_tile = max(int(min(s.n, 512) * 64 / PE_CLOCK_GHZ / 64), 16)
+    operands = f"acc_flags=3 src={s.dtype}@0x36ff8[1,0,0][512,1,1] dst=0x2000800[1,0,0][512,1,1] 128*128"
     for _ in range(tiles):
-        instruction("Tensor", "MATMUL", t, per_tile, "dot.3", "model/linear")
+        instruction("Tensor", "MATMUL", t, per_tile, "dot.3", "model/linear", operands)
         instruction("Vector", "TENSOR_COPY", t + per_tile, per_tile // 2, "dot.3", "model/linear")
         t += per_tile
     instruction("Scalar", "ACTIVATE", t, 60, "copy.4", None)
     instruction("GpSimd", "IOTA", t0 + 100, 50, None, None)
     store_start = t + per_tile // 2 + 60
-    store_end = packets(DGE_GROUP, "qDveTable", 14, 3, store_start, out_bytes, "SB", "OUTPUT")
+    # The store runs on one DMA engine (so the kernel grows with N, 6.5-12 us on the real files).
+    store_end = packets(DGE_GROUP, "qPoolIO0", 1, dge[0], store_start, sizes_out, "SB", "OUTPUT", "software_dynamic")
     instruction("Sync", "EVENT_SEMAPHORE", store_end, 200, None, None)  # the closing wait
     last = store_end + 200
 
@@ -183,9 +229,9 @@ def matmul_document(spec: MatmulSpec | None = None) -> dict[str, Any]:
         "active_time": active,
         "dma_queues_info": [
             {"q_name": "qSyncIO0", "q_type": "weights", "q_idx": 0, "q_eng_idx": 1},
-            {"q_name": "qSyncInstFetch", "q_type": "instruction", "q_idx": 2, "q_eng_idx": 0},
-            {"q_name": "qScalarTable", "q_type": "io", "q_idx": 14, "q_eng_idx": 2},
-            {"q_name": "qDveTable", "q_type": "io", "q_idx": 14, "q_eng_idx": 3},
+            {"q_name": "qPoolIO0", "q_type": "io", "q_idx": 1, "q_eng_idx": 2},
+            {"q_name": "qScalarTable", "q_type": "unknown", "q_idx": 14, "q_eng_idx": 2},
+            {"q_name": "qDveTable", "q_type": "unknown", "q_idx": 14, "q_eng_idx": 3},
         ],
         "model_info": [{"m": s.m, "k": s.k, "n": s.n}],
         "warnings": [],
@@ -251,7 +297,7 @@ def _summary(
         {
             "static_dma_size": static,
             "software_dynamic_dma_size": dynamic,
-            "hbm_read_bytes": ib + s.weights_bytes + s.fetch_bytes,
+            "hbm_read_bytes": ib + s.weights_bytes + sum(s.fetch_packets),
             "hbm_write_bytes": ob,
             "sbuf_read_bytes": ob,
             "sbuf_write_bytes": ib + s.weights_bytes,
@@ -263,7 +309,7 @@ def _summary(
             "mfu_estimated_percent": flops / (PEAK_FLOPS_PER_S * seconds),
             "hfu_estimated_percent": flops / (PEAK_FLOPS_PER_S * seconds),
             "mfu_max_achievable_estimated_percent": s.mfu_max_achievable,
-            "mbu_estimated_percent": (ib + ob + s.weights_bytes + s.fetch_bytes) / seconds / HBM_BYTES_PER_S,
+            "mbu_estimated_percent": (ib + ob + s.weights_bytes + sum(s.fetch_packets)) / seconds / HBM_BYTES_PER_S,
             "arithmetic_intensity": flops / (ib + ob + s.weights_bytes),
             "throttle_avg_util_limit_nc0_percent": 1.0967,
             # AWS's deprecated transfer fields, which cover the aggregated transfer only
