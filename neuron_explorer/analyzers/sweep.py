@@ -10,7 +10,6 @@ span and the kernel, arithmetic intensity, DMA transfers and bytes, throttling);
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,12 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from neuron_explorer.analyzers.sweep_names import natural_key, size_axis, sizes_from_name
 from neuron_explorer.trace.errors import NeuronExplorerError, TraceFormatError, TraceNotFoundError
 
 _TRACE_SUFFIXES = (".json", ".json.gz", ".parquet", ".pt.trace.json", ".pt.trace.json.gz")
-#: Matrix sizes in a file name (``matmul_M128_K256_N1024.json``, ``mm-m128-n512``): an
-#: assumption about how sweeps are named, used only to add m/k/n columns when present.
-_SIZE = re.compile(r"(?:^|[_\-./])([MKN])[_=\-]?(\d+)(?=$|[_\-./x])", re.I)
 _ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 #: Leading columns of a Neuron row; every other Summary field follows.
 NEURON_COLUMNS = (
@@ -32,6 +29,9 @@ NEURON_COLUMNS = (
     "m",
     "k",
     "n",
+    "seq",
+    "batch",
+    "dtype",
     "pe_tiles",
     "total_time_ns",
     "kernel_time_ns",
@@ -69,6 +69,9 @@ HEADLINE = (
     "m",
     "k",
     "n",
+    "seq",
+    "batch",
+    "dtype",
     "pe_tiles",
     "total_time_ns",
     "kernel_time_ns",
@@ -121,10 +124,6 @@ def _is_run_dir(p: Path) -> bool:
     return p.is_dir() and any(c.name.startswith("rank=") for c in p.iterdir())
 
 
-def sizes_from_name(name: str) -> dict[str, int]:
-    return {m.group(1).lower(): int(m.group(2)) for m in _SIZE.finditer(Path(name).name)}
-
-
 def _load(path: Path) -> Any:
     """(kind, trace) of one input: a Neuron device profile, or any other trace."""
     from neuron_explorer.collectors.load import load
@@ -153,6 +152,8 @@ def trace_row(path: Path, trace: Any) -> dict[str, Any]:
             row["pe_tiles"] = -(-row["m"] // 128) * -(-row["k"] // 128) * -(-row["n"] // 512)
         first = rows[0]
         row.update({k: v for k, v in first.items() if k not in ("device", "source")})
+        if "dtype" not in row and first.get("matmul_dtype") not in (None, "unknown"):
+            row["dtype"] = first["matmul_dtype"]  # what most MATMULs read, where the name does not say
         if len(rows) > 1:
             row["neuron_cores"] = len(rows)
         return row
@@ -202,7 +203,37 @@ def compare_traces(
         raise CompareError("none of the inputs is a trace or device profile")
     df = pd.DataFrame(rows)
     lead = [c for c in (*NEURON_COLUMNS, *TRACE_COLUMNS) if c in df]
-    return df[list(dict.fromkeys(lead)) + [c for c in df.columns if c not in lead]]
+    df = df[list(dict.fromkeys(lead)) + [c for c in df.columns if c not in lead]]
+    return default_order(df)
+
+
+def default_order(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows by the parsed sizes (numerically: m, k, n, seq, batch), then dtype, then the file
+    name with its numbers compared by value (``N136`` before ``N1000``), never lexicographically."""
+    keys = [c for c in ("m", "k", "n", "seq", "batch") if c in df]
+    order = sorted(
+        range(len(df)),
+        key=lambda i: (
+            *(_num_key(df[c].iloc[i]) for c in keys),
+            str(df["dtype"].iloc[i]) if "dtype" in df and isinstance(df["dtype"].iloc[i], str) else "~",
+            natural_key(str(df["file"].iloc[i])),
+        ),
+    )
+    return df.iloc[order].reset_index(drop=True)
+
+
+def _num_key(v: Any) -> tuple[int, float]:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return (1, 0.0)
+    return (0, f) if f == f else (1, 0.0)
+
+
+def chart_axis(df: pd.DataFrame) -> str | None:
+    """The parsed size a sweep's chart puts on X (``sweep_names.size_axis``), when every row has it."""
+    axis = size_axis([c for c in df.columns if df[c].notna().all()])
+    return axis
 
 
 def sort_rows(df: pd.DataFrame, keys: list[str] | None) -> pd.DataFrame:
@@ -214,7 +245,12 @@ def sort_rows(df: pd.DataFrame, keys: list[str] | None) -> pd.DataFrame:
         desc = k.startswith("-")
         name = k.lstrip("-")
         if name not in df.columns:
-            raise CompareError(f"--sort {name!r}: no such column (columns: {', '.join(map(str, df.columns))})")
+            import difflib
+
+            close = difflib.get_close_matches(name, list(map(str, df.columns)), n=3, cutoff=0.5)
+            lead = [c for c in HEADLINE if c in df.columns]
+            hint = f"did you mean {', '.join(close)}?" if close else f"try one of {', '.join(lead[:10])}"
+            raise CompareError(f"--sort {name!r}: no such column ({hint}; --format csv lists all {len(df.columns)})")
         cols.append(name)
         asc.append(not desc)
     return df.sort_values(cols, ascending=asc, kind="stable", na_position="last").reset_index(drop=True)

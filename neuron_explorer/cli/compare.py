@@ -10,7 +10,7 @@ transfers and bytes); GPU and CPU traces their span, steps and step-time attribu
 Examples:
   neuron-explorer compare sweep/ --sort n
   neuron-explorer compare sweep/ --format csv -o sweep.csv
-  neuron-explorer compare a.json b.json gpu.pt.trace.json --sort -kernel_time_ns
+  neuron-explorer compare a.json b.json gpu.pt.trace.json --sort=-kernel_time_ns
   neuron-explorer compare sweep/ --format parquet -o sweep.parquet --html sweep.html
 """
 

@@ -2,7 +2,8 @@
 
 The chart is inline SVG (no script, no network): the Y column against the X column, one point
 per trace, joined in X order. By default Y is the kernel time (Neuron) or the span (other
-traces) and X the matrix size m*k*n when file names carry it, else the row order.
+traces) and X the size the file names carry (m*k*n, else the sequence length, batch or one
+matrix size; analyzers/sweep_names.py), else the row order.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ def _pick(df: pd.DataFrame, y: str | None, x: str | None) -> tuple[str, str | No
         )
         if y is None:
             raise CompareError("--html: no kernel_time_ns, total_time_ns or span_ns column to chart")
-    if x is None and all(c in data for c in ("m", "k", "n")) and data[["m", "k", "n"]].notna().all().all():
-        data["m*k*n"] = data["m"] * data["k"] * data["n"]
-        x = "m*k*n"
+    if x is None:
+        from neuron_explorer.analyzers.sweep import chart_axis
+
+        x = chart_axis(data)
+        if x == "m*k*n":
+            data["m*k*n"] = data["m"] * data["k"] * data["n"]
     for c in (y, x):
         if c is not None and c not in data:
             raise CompareError(f"--chart: no column {c!r}")

@@ -37,6 +37,14 @@ def test_neuron_report_shows_the_kernel_window_and_each_engine(browser: Chromium
         f"[...{section}.querySelectorAll('[data-table=neuron_engines] tbody td')].map(t => t.textContent)"
     )
     assert {"Tensor", "Vector", "Scalar", "GpSimd", "Sync"} <= set(cells) and queues <= set(cells)
+    # And the Operator Table: one row per (layer, HLO op) of the non-wait instructions, by hand.
+    ops = {(r["layer"] or "", r["hlo_name"] or "") for r in doc["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"}
+    op_rows = f"{section}.querySelectorAll('[data-table=neuron_operators] tbody tr')"
+    assert browser.evaluate(f"{op_rows}.length") == len(ops)
+    op_cells = browser.evaluate(
+        f"[...{section}.querySelectorAll('[data-table=neuron_operators] tbody td')].map(t => t.textContent)"
+    )
+    assert "model/linear" in op_cells and "dot" in op_cells
     assert_page_is_clean(browser)
     # And a GPU/CPU trace's report has no such section
     browser.open(write_report(KINETO / "local" / "example_cpu_small.json", tmp_path / "cpu.html"))

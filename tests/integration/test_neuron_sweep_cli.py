@@ -143,3 +143,84 @@ def test_info_and_analyze_show_the_kernel_and_engine_table(sweep, tmp_path: Path
     assert int(summary["kernel_time_ns"].iloc[0]) == _kernel(docs[512])
     fields = pd.read_parquet(m / "fields.parquet")
     assert set(fields.loc[fields["table"] == "neuron_summary", "field"]) == set(summary.columns)
+
+
+def _help_examples(command: str) -> list[list[str]]:
+    """The example command lines of ``neuron-explorer COMMAND --help`` (continuations joined,
+    comments dropped)."""
+    import shlex
+
+    text = cli(command, "--help").stdout
+    block = text.split("Examples:", 1)[1].split("\n\n", 1)[0]
+    lines, cur = [], ""
+    for raw in block.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        cur = f"{cur} {line}".strip()
+        if cur.endswith("\\"):
+            cur = cur[:-1]
+            continue
+        lines.append(shlex.split(cur))
+        cur = ""
+    return [x[2:] for x in lines if x[:2] == ["neuron-explorer", command]]
+
+
+def test_every_compare_example_in_its_help_runs(tmp_path: Path) -> None:
+    """Each example line of ``compare --help``, run as printed, in a folder holding what it names."""
+    from tests.conftest import KINETO
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for n in (1000, 136, 1008):  # lexicographic order would put 1000 and 1008 before 136
+        write_matmul_json(sweep / f"matmul_{128}x{128}x{n}.json", MatmulSpec(n=n))
+    write_matmul_json(tmp_path / "a.json", MatmulSpec(n=256))
+    write_matmul_json(tmp_path / "b.json", MatmulSpec(n=768))
+    (tmp_path / "gpu.pt.trace.json").write_bytes(
+        __import__("gzip").decompress((KINETO / "h200" / "gemm_shapes.json.gz").read_bytes())
+    )
+    examples = _help_examples("compare")
+    assert len(examples) >= 4
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    for args in examples:
+        r = subprocess.run(
+            [sys.executable, "-m", "neuron_explorer", "compare", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, f"compare {' '.join(args)}: {r.stderr}"
+    # The sweep sorted by n is in numeric order, with m/k/n parsed from "128x128xN".
+    r = subprocess.run(
+        [sys.executable, "-m", "neuron_explorer", "compare", "sweep/", "--sort", "n", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    rows = json.loads(r.stdout)
+    assert [(row["m"], row["k"], row["n"]) for row in rows] == [(128, 128, 136), (128, 128, 1000), (128, 128, 1008)]
+    assert {row["dtype"] for row in rows} == {"fp16"}  # from the MATMULs' operands: the names do not say
+    assert (tmp_path / "sweep.csv").read_text().count("\n") == 4
+    assert len(pd.read_parquet(tmp_path / "sweep.parquet")) == 3
+    page = (tmp_path / "sweep.html").read_text()
+    assert "m*k*n" in page  # the chart's X axis is the parsed size, not the row order
+
+
+def test_the_real_trn2_sweep_parses_sequence_and_dtype_and_orders_numerically() -> None:
+    from tests.conftest import TRN2
+
+    r = cli("compare", str(TRN2), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    names = [Path(row["file"]).name for row in rows]
+    # Numeric by sequence length, then dtype, then the name: never 1024 before 512.
+    assert [row["seq"] for row in rows] == [512] * 4 + [1024] * 4
+    for row, name in zip(rows, names):
+        assert row["dtype"] == name.split("_")[1]  # baseline_bf16_s512 -> bf16
+    bad = cli("compare", str(TRN2), "--sort", "seqq")
+    assert bad.returncode == 3 and "did you mean seq" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and len(bad.stderr) < 300

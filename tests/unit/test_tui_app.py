@@ -486,3 +486,32 @@ async def test_overview_of_a_two_rank_run_lists_the_ranks_and_one_rank_hides_the
     async with one.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert not one.query_one("#overview-ranks").display
+
+
+async def test_a_neuron_profile_shows_its_engines_and_operator_table() -> None:
+    """A real trn2 export in the real app: the engine table and the Operator Table, its rows
+    recounted from the raw JSON (non-wait instructions by layer and HLO name)."""
+    import gzip
+    import json
+    import warnings
+
+    from neuron_explorer.collectors.neuron import import_neuron_profile
+    from tests.conftest import TRN2
+
+    path = TRN2 / "fused_bf16_s512.json.gz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = import_neuron_profile(path)
+        analysis = analyze(trace)
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    work = [r for r in doc["instruction"] if r["opcode"] != "EVENT_SEMAPHORE"]
+    unknown = sum(1 for r in work if r["layer"] == "Unknown" and not r["hlo_name"])
+    app = ExplorerApp(TraceSource(trace, name=path.name, analyzer=lambda t: analysis))
+    async with app.run_test(size=(160, 80)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "NeuronCore engines and DMA queues" in text
+        assert "Operator Table" in text
+        row = next(line for line in text.splitlines() if "Unknown" in line and "(no HLO op)" in line)
+        assert f"{unknown:,}" in row  # its instruction count, semaphore waits excluded

@@ -136,6 +136,7 @@ NEURON_SUMMARY_COLUMNS = (
 )
 NEURON_ENGINE_COLUMNS = (
     ("device", "NeuronCore", "int"),
+    ("core", "Physical core", "int"),
     ("unit", "Engine / DMA queue", "text"),
     ("type", "Type", "text"),
     ("instructions", "Instructions", "int"),
@@ -144,6 +145,17 @@ NEURON_ENGINE_COLUMNS = (
     ("active_ns", "Active", "ns"),
     ("kernel_util_pct", "% of kernel", "pct"),
     ("span_util_pct", "% of span", "pct"),
+)
+#: The Operator Table: device time by (framework layer, HLO op), waits excluded.
+NEURON_OPERATOR_COLUMNS = (
+    ("device", "NeuronCore", "int"),
+    ("layer", "Layer", "text"),
+    ("hlo_op", "HLO op", "text"),
+    ("hlo_name", "HLO instruction", "text"),
+    ("instructions", "Instructions", "int"),
+    ("device_ns", "Device time", "ns"),
+    ("device_pct", "% of device time", "pct"),
+    ("engines", "Engines", "int"),
 )
 
 MEMORY_COLUMNS = (
@@ -240,6 +252,7 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
             # Trainium: the kernel window and the per-engine table (empty elsewhere)
             "neuron_summary": table(getattr(analysis, "neuron_summary", None), NEURON_SUMMARY_COLUMNS),
             "neuron_engines": table(getattr(analysis, "neuron_engines", None), NEURON_ENGINE_COLUMNS),
+            "neuron_operators": table(getattr(analysis, "neuron_operators", None), NEURON_OPERATOR_COLUMNS),
         },
         "timeline": timeline,
         "strings": strings.values,

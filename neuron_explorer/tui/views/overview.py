@@ -205,6 +205,9 @@ class OverviewPane(VerticalScroll):
         engines = neuron_engines_renderable(analysis)
         if engines is not None:
             parts.append(engines)
+        operators = neuron_operators_renderable(analysis)
+        if operators is not None:
+            parts.append(operators)
         parts.append(table if findings else Text("no findings: no rule fired", style="green"))
         if len(analysis.findings) > TOP_FINDINGS:
             parts.append(Text(f"… {len(analysis.findings) - TOP_FINDINGS} more in Findings (2)", style="dim"))
@@ -241,6 +244,35 @@ def neuron_engines_renderable(analysis: Analysis) -> Table | None:
             fmt_ns(r.get("active_ns") or 0),
             pct(r.get("kernel_util_pct")),
             pct(r.get("span_util_pct")),
+        )
+    return table
+
+
+def neuron_operators_renderable(analysis: Analysis, top: int = 8) -> Table | None:
+    """Trainium: AWS's Operator Table, device time by framework layer and HLO op (waits
+    excluded), the costliest first; None for other traces."""
+    ops = getattr(analysis, "neuron_operators", None)
+    if ops is None or not len(ops):
+        return None
+    from neuron_explorer.analyzers.metrics.neuron_summary import fmt_pct
+
+    table = Table(
+        box=None,
+        header_style="bold",
+        title=f"Operator Table (device time by layer / HLO op; {len(ops):,} rows, top {min(top, len(ops))})",
+        title_justify="left",
+    )
+    for name in ("Core", "Layer", "HLO op", "Instructions", "Device time", "% of device"):
+        table.add_column(name, justify="left" if name in ("Layer", "HLO op") else "right")
+    for r in ops.head(top).to_dict(orient="records"):
+        pct = r.get("device_pct")
+        table.add_row(
+            str(r.get("device")),
+            Prose(str(r.get("layer") or "(no layer)")),
+            Prose(str(r.get("hlo_name") or "(no HLO op)")),
+            f"{int(r.get('instructions') or 0):,}",
+            fmt_ns(r.get("device_ns") or 0),
+            fmt_pct(float(pct)) if isinstance(pct, (int, float)) and pct == pct else "-",
         )
     return table
 

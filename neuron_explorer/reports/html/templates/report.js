@@ -459,6 +459,8 @@
     document.getElementById("neuron").hidden = false;
     renderTable("neuron_summary");
     renderTable("neuron_engines");
+    if (DATA.tables.neuron_operators && DATA.tables.neuron_operators.shown_rows) renderTable("neuron_operators");
+    else document.getElementById("neuron-operators").remove();
   } else if (document.getElementById("neuron")) {
     document.getElementById("neuron").remove();
   }
