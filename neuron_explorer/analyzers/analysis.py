@@ -116,6 +116,11 @@ def _name_the_critical_path(a: Analysis) -> None:
 
     words = path_words(a.critical_path)
     a.summary["critical_path"] = words
+    if a.summary.get("device_profile_only"):
+        # A Neuron device profile alone records no dependencies between its engines and queues
+        # beyond their order: its gaps are semaphore waits the profile shows, not unexplained
+        # waits, and the verdict reads the kernel window instead.
+        return
     if words and a.summary.get("verdict"):
         v = str(a.summary["verdict"]).rstrip(".")
         a.summary["verdict"] = f"{v}; {words}."
@@ -168,6 +173,9 @@ def _summary(trace: Trace, frames: TraceFrames, a: Analysis) -> dict[str, Any]:
     if neuron:
         summary["neuron"] = neuron
         summary["profile_warnings"] = neuron_summary.profile_warnings(frames.metadata)
+        # A Neuron device profile alone: no framework events (ops, steps, launches, Python), so
+        # the outputs speak of NeuronCores, not of torch.profiler's host side.
+        summary["device_profile_only"] = set(frames.device_types) <= {"neuron"} and not len(frames.host)
         text = neuron_summary.neuron_verdict(neuron)
         # Device-only Neuron profiles: instruction time counts semaphore waits; the engines'
         # active time against total_time is what the core really did.

@@ -115,6 +115,16 @@ def expand(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
             elif f.is_file() and f.suffix.lower() in (".ntff", ".neff", ".pb"):
                 notes.append(f"{f}: a raw Neuron capture, skipped (export it first with AWS's tool)")
         if not found:
+            raws = [n for n in notes if "raw Neuron capture" in n]
+            if raws:
+                from neuron_explorer.collectors.neuron import export_hint
+
+                files = [Path(n.split(": ", 1)[0]) for n in raws]
+                first = next((f for f in files if f.suffix.lower() == ".ntff"), files[0])
+                raise CompareError(
+                    f"{p}: no trace or profile files in this directory, only raw Neuron captures "
+                    f"({len(raws)} such as {first.name}); {export_hint(first.name)}"
+                )
             raise CompareError(f"{p}: no trace or profile files in this directory")
         out.extend(found)
     return out, notes

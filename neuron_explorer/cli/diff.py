@@ -29,6 +29,7 @@ from neuron_explorer.cli._common import add_output_argument, open_trace, write_s
 from neuron_explorer.reports.fit import PIPE_WIDTH, text_width
 from neuron_explorer.trace import Trace
 from neuron_explorer.trace.atomic import atomic_path, check_output
+from neuron_explorer.trace.errors import TraceFormatError
 
 EXIT_REGRESSION = 1
 #: Source files larger than this are not read for line matching (generated code, data).
@@ -80,8 +81,13 @@ def prepare_parser(parser: argparse.ArgumentParser) -> None:
 def load_for_diff(path: str, quiet: bool = False) -> Trace:
     """A Parquet trace or run directory with the analysis columns plus input shapes; JSON in full."""
     p = Path(path)
-    if p.is_dir() or p.suffix in (".parquet", ".pq"):
+    if p.is_file() and p.suffix in (".parquet", ".pq"):
         return Trace.read(p, columns=tuple(dict.fromkeys((*ANALYSIS_COLUMNS, "input_shapes"))))
+    if p.is_dir():
+        try:
+            return Trace.read(p, columns=tuple(dict.fromkeys((*ANALYSIS_COLUMNS, "input_shapes"))))
+        except TraceFormatError:
+            pass  # not a converted run: a Neuron Parquet export, a JSON run, raw captures (load says)
     return open_trace(path, quiet=quiet)
 
 

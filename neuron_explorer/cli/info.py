@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         info["neuron"] = neuron
         info["neuron_engines"] = engine_table(trace.metadata).to_dict(orient="records")
         info["profile_warnings"] = profile_warnings(trace.metadata)
+        # A device profile alone: no framework events, so no steps, source lines or launches.
+        info["device_profile_only"] = not info["source"]["ops"] and not info["steps"]
     if args.format == "json":
         write_stdout(json.dumps(info, indent=2, default=_json_default) + "\n")
     else:
@@ -132,6 +134,14 @@ def render_text(info: dict[str, Any]) -> None:
                 for s in info["streams"][:32]
             ],
         )
+    if info.get("device_profile_only"):
+        console.print(
+            "Framework side: none (a Neuron device profile alone: no steps, ops, source lines or launches; "
+            "join the torch.profiler trace of the same run for them, docs/neuron.md)",
+            markup=False,
+        )
+        _render_device_only_tail(console, info)
+        return
     if info["steps"]:
         print_table(
             console,
@@ -187,6 +197,13 @@ def render_text(info: dict[str, Any]) -> None:
         console.print(
             f"Backward ops linked to their forward op: {links['backward_ops_linked_to_forward']:,} of {links['backward_ops']:,}"
         )
+    _render_device_only_tail(console, info)
+
+
+def _render_device_only_tail(console: Any, info: dict[str, Any]) -> None:
+    """Repairs, device properties and the NeuronCore block: what every trace ends with."""
+    from neuron_explorer.reports.fit import printable
+
     if info.get("repairs"):
         console.print(f"Repairs made reading the input ({info['dropped_events']:,} events dropped):", markup=False)
         for r in info["repairs"]:

@@ -45,6 +45,10 @@ def summarize(path: Path, workers: int | None, dask: str | None, top: int) -> di
         raise TraceFormatError(
             "a run of JSON traces: convert it first (neuron-explorer convert RUN_DIR -o OUT_DIR)", path
         )
+    if path.is_dir() and not any(path.rglob("*.parquet")):
+        from neuron_explorer.collectors.load import raw_captures_refusal
+
+        raw_captures_refusal(path)  # raw Neuron captures only: say how to export them
     with make_executor(workers=workers, dask=dask) as ex:
         t = run_tables(path, ex)
         how = ex.describe()

@@ -45,7 +45,30 @@ def load(path: str | Path, progress: Any = None) -> Trace:
     except TraceFormatError:
         if p.is_dir() and _is_neuron(p):  # a Neuron Explorer Parquet export directory
             return _import_neuron(p)
+        if p.is_dir():
+            raw_captures_refusal(p)
         raise
+
+
+def raw_captures_refusal(directory: Path, limit: int = 10_000) -> None:
+    """Raise the one-line "export it first" error when ``directory`` holds raw Neuron captures
+    (``.ntff``/``.neff``/``.pb``, which only AWS's tools read) and nothing we read; looks at up
+    to ``limit`` entries, so a huge tree costs a bounded walk."""
+    from itertools import islice
+
+    from neuron_explorer.collectors.neuron import export_hint
+
+    raws = [
+        f for f in islice(directory.rglob("*"), limit) if f.suffix.lower() in (".ntff", ".neff", ".pb") and f.is_file()
+    ]
+    if not raws:
+        return
+    ntff = next((f for f in raws if f.suffix.lower() == ".ntff"), raws[0])
+    raise TraceFormatError(
+        f"no trace or device-profile export here, only raw Neuron captures ({len(raws)} such as {ntff.name}); "
+        + export_hint(ntff.name),
+        directory,
+    )
 
 
 def _is_neuron(path: Path) -> bool:

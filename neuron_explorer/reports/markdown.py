@@ -10,7 +10,7 @@ from neuron_explorer.analyzers.attribution import (
     NEURON_DEVICE_LABELS,
 )
 from neuron_explorer.analyzers.perf.shapes import short_shapes
-from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_summary
+from neuron_explorer.reports._format import fmt_ns, fmt_value, short, skipped_details, skipped_summary
 from neuron_explorer.reports.fixes import cost_phrase, fixes_line
 from neuron_explorer.reports.location import Locations, function_level_hint
 from neuron_explorer.reports.names import short_kernel_name
@@ -154,7 +154,9 @@ def render(a: Analysis, min_severity: str = "info", top: int = 10) -> str:
         out += [f"_{_cell(function_level_hint(a.summary.get('collector')))}_", ""]
     out += [f"> **{_cell(line)}**" for _r, line in a.rule_errors] + ([""] if a.rule_errors else [])
     if a.skipped:
-        out += [f"<details><summary>{_cell(skipped_summary(a.skipped))}</summary>", ""]
-        out += [f"- `{rid}`: {_cell(why)}" for rid, why in a.skipped]
+        line = skipped_summary(a.skipped, bool(a.summary.get("device_profile_only")))
+        out += [f"<details><summary>{_cell(line)}</summary>", ""]
+        details = skipped_details(a.skipped, bool(a.summary.get("device_profile_only")))
+        out += [f"- `{rid}`: {_cell(why)}" for rid, why in details]
         out += ["", "</details>", ""]
     return "\n".join(out)

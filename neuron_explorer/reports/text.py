@@ -7,7 +7,7 @@ from typing import IO, Any
 from neuron_explorer.analyzers import Analysis
 from neuron_explorer.analyzers.attribution import CATEGORY_NAMES
 from neuron_explorer.analyzers.perf.shapes import short_shapes
-from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, skipped_summary
+from neuron_explorer.reports._format import fmt_bytes, fmt_ns, fmt_value, skipped_details, skipped_summary
 from neuron_explorer.reports.fit import (
     KEEP,
     Column,
@@ -155,10 +155,11 @@ def render(
     if a.skipped:
         if verbose:
             console.print("[dim]Rules that did not apply:[/dim]")
-            for rid, why in a.skipped:
+            for rid, why in skipped_details(a.skipped, bool(a.summary.get("device_profile_only"))):
                 console.print(f"[dim]  {escape(printable(rid))}: {escape(printable(why))}[/dim]")
         else:
-            print_prose(console, Text(f"{skipped_summary(a.skipped)}; --verbose lists them", style="dim"))
+            line = skipped_summary(a.skipped, bool(a.summary.get("device_profile_only")))
+            print_prose(console, Text(f"{line}; --verbose lists them", style="dim"))
 
 
 def _source_lines_table(console: Any, a: Analysis, where: Locations, top: int) -> bool:
@@ -201,6 +202,10 @@ def attribution_rows(a: Analysis) -> tuple[list[Column], list[list[str]]]:
     present = [c for c in CATEGORY_NAMES if len(at) and at[f"{c}_ns"].sum() > 0]
     host_only = bool(len(at)) and bool((at["device"] < 0).all())
     labels = HOST_ONLY_SHORT if host_only else SHORT_LABELS
+    if a.summary.get("device_profile_only"):
+        # A Neuron device profile alone: what no engine or queue covers is its semaphore waits and
+        # idle gaps, which the profile records; there is no host side to leave untraced.
+        labels = {**labels, "untraced": "waits, idle"}
     columns = [
         Column("rank"),
         Column("device", "text", short="dev"),
@@ -264,6 +269,7 @@ TINY_LABELS = {
     "host launch": "launch",
     "python": "py",
     "untraced": "untr",
+    "waits, idle": "wait",
     "ops": "ops",
 }
 KERNEL_COLUMNS = [

@@ -45,6 +45,15 @@ def test_neuron_report_shows_the_kernel_window_and_each_engine(browser: Chromium
         f"[...{section}.querySelectorAll('[data-table=neuron_operators] tbody td')].map(t => t.textContent)"
     )
     assert "model/linear" in op_cells and "dot" in op_cells
+    # A device profile alone: the page speaks of NeuronCores, not of a GPU run's host side.
+    text = browser.evaluate("document.body.innerText")
+    found = [
+        w
+        for w in ("DataLoader", "tensor-core", "NCCL", "CUDA", "with_stack", "pin_memory", "ProfilerStep")
+        if w in text
+    ]
+    assert not found, found
+    assert "a device profile alone" in text
     assert_page_is_clean(browser)
     # And a GPU/CPU trace's report has no such section
     browser.open(write_report(KINETO / "local" / "example_cpu_small.json", tmp_path / "cpu.html"))

@@ -43,3 +43,63 @@ def test_a_slower_kernel_fails_the_kernel_gate_and_leads_the_answer() -> None:
     pct = 100 * (fused - base) / base
     assert _slower(r.stdout).strip().startswith("Kernel window")
     assert f"kernel: {pct:+.1f}% of the base kernel window" in r.stderr
+
+
+COMMANDS = {
+    "info": [],
+    "analyze": [],
+    "report": ["-o", "{tmp}/r.html"],
+    "metrics": ["-o", "{tmp}/m"],
+    "export": ["--format", "chrome", "-o", "{tmp}/x.json"],
+    "whatif": [],
+    "tui": [],
+    "ranks": [],
+    "compare": [],
+    "convert": ["-o", "{tmp}/c.parquet"],
+}
+
+
+def test_every_command_answers_a_folder_of_raw_captures_with_the_export_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    raw = tmp_path / "capture"
+    raw.mkdir()
+    (raw / "run_vnc_0.ntff").write_bytes(b"\x00NTFF")  # only AWS's tools read these
+    (raw / "model.neff").write_bytes(b"\x00NEFF")
+    runs = {c: [str(raw), *(a.format(tmp=tmp_path) for a in extra)] for c, extra in COMMANDS.items()}
+    runs["diff"] = [str(raw), str(raw)]
+    for command, args in runs.items():
+        r = run_cli(command, *args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 3, (command, r.stderr)
+        assert len(lines) == 1 and "neuron-profile view -n MODEL.neff -s run_vnc_0.ntff" in lines[0], (command, lines)
+        assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["capture"]  # nothing written, nothing half-written
+
+
+GPU_WORDS = (
+    "DataLoader",
+    "tensor-core",
+    "Tensor Core",
+    "NCCL",
+    "CUDA",
+    "cuda",
+    "with_stack",
+    "pin_memory",
+    "ProfilerStep",
+)
+
+
+def test_no_gpu_words_in_any_text_output_of_a_neuron_profile_alone() -> None:
+    for args in (
+        ["analyze", str(BASE)],
+        ["analyze", str(BASE), "--format", "markdown"],
+        ["info", str(BASE)],
+        ["whatif", str(BASE)],
+    ):
+        r = run_cli(*args)
+        assert r.returncode == 0, r.stderr
+        found = [w for w in GPU_WORDS if w in r.stdout]
+        assert not found, (args, found)
+        assert "untraced" not in r.stdout.replace("untraced host", "") or args[0] == "whatif", args
+    text = run_cli("analyze", str(BASE)).stdout
+    assert "a framework trace beside the device profile" in text
+    assert "unexplained waits" not in text

@@ -134,7 +134,10 @@ def read_device_profile(path: str | Path, separate_ok: bool = True) -> list[Devi
             why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
             raise TraceFormatError(f"unexpected content in the Neuron profile ({why})", item) from None
     if not profiles:
-        raws = [p.name for p in path.rglob("*") if p.suffix in _RAW_SUFFIXES] if path.is_dir() else []
+        raws = sorted(
+            (p.name for p in path.rglob("*") if p.suffix in _RAW_SUFFIXES) if path.is_dir() else [],
+            key=lambda n: not n.endswith(".ntff"),  # name the capture itself, not the NEFF beside it
+        )
         hint = f" (found raw capture files such as {raws[0]}: {export_hint(raws[0])})" if raws else ""
         raise TraceFormatError(f"no Neuron device profile (Parquet export or neuron-profile JSON) here{hint}", path)
     if system is not None:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from neuron_explorer.analyzers.core.columns import ukey
+from neuron_explorer.reports._format import skipped_details
 from neuron_explorer.reports.fixes import fixes_line
 from neuron_explorer.reports.html import figures, perf_figures
 from neuron_explorer.reports.html.timeline import STEP_BUDGET, build_timeline
@@ -227,7 +228,10 @@ def build_report_data(trace: Trace, analysis: Analysis, title: str | None = None
         "findings": [finding_view(f, where) for f in analysis.findings],
         "fixes_text": fixes_line(analysis.fixes) or "",
         "critical_path_text": str(analysis.summary.get("critical_path") or ""),
-        "skipped": [{"rule_id": str(r), "reason": str(why)} for r, why in analysis.skipped],
+        "skipped": [
+            {"rule_id": str(r), "reason": str(why)}
+            for r, why in skipped_details(analysis.skipped, bool(analysis.summary.get("device_profile_only")))
+        ],
         "figures": {
             "breakdown": figures.breakdown_figure(analysis.attribution),
             "kernels": figures.top_bar_figure(analysis.kernels, "name", "total_ns", "Total device time"),
@@ -297,7 +301,12 @@ def header(trace: Trace, analysis: Analysis, title: str | None) -> dict[str, Any
         "profiled_ns": int(analysis.attribution["wall_ns"].sum()) if len(analysis.attribution) else 0,
         "events": int(trace.num_events),
         "verdict": str(s.get("verdict") or ""),
-        "line_coverage": coverage_text(s.get("line_coverage") or {}),
+        "line_coverage": (
+            "none: a Neuron device profile alone (join the framework trace of the run for lines)"
+            if s.get("device_profile_only")
+            else coverage_text(s.get("line_coverage") or {})
+        ),
+        "device_profile_only": bool(s.get("device_profile_only")),
     }
 
 

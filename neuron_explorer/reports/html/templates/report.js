@@ -50,7 +50,7 @@
       ["Device", devices ? devices + " (" + devList + ")" : devList],
       ["PyTorch", h.torch_version || "unknown"],
       ["Ranks", h.ranks.length ? h.ranks.join(", ") + (h.world_size ? " of " + h.world_size : "") : "–"],
-      ["Steps", h.num_steps ? String(h.num_steps) : "no ProfilerStep (whole trace)"],
+      ["Steps", h.num_steps ? String(h.num_steps) : h.device_profile_only ? "none (a device profile alone: the whole profile)" : "no ProfilerStep (whole trace)"],
       ["Wall time", fmtNs(h.wall_ns)],
       ["Events", fmtNum(h.events)],
       ["Source lines", h.line_coverage || "none recorded"],
@@ -471,7 +471,9 @@
   plot("roofline", F.roofline, "No performance models: record with record_shapes=True so op input shapes are in the trace.");
   plot("op_categories", F.op_categories, "No device work to categorize.");
   renderTable("op_perf");
-  plot("lines", F.lines, "No source-line attribution in this trace: record with with_stack=True (or neuron-explorer record) to map time to lines of code.");
+  plot("lines", F.lines, DATA.header.device_profile_only
+    ? "No source lines: a Neuron device profile alone holds none; join the framework trace of the same run (docs/neuron.md) to map device time to lines."
+    : "No source-line attribution in this trace: record with with_stack=True (or neuron-explorer record) to map time to lines of code.");
   renderTable("lines");
   plot("memory", F.memory, "No memory events in this trace: record with neuron-explorer record --memory (or profile_memory=True) to see a memory timeline.");
   renderTable("memory");
