@@ -346,10 +346,21 @@ _NEURON_SUMMARY = {
         "Start of the kernel window, device-relative: the first kernel layer of layer_summary, "
         "else the end of the longest stretch where only semaphore waits run (docs/neuron.md).",
     ),
-    "kernel_window_source": ("", "What set the kernel start: layer (layer_summary) or wait (the semaphore stretch)."),
+    "kernel_window_source": (
+        "",
+        "What set the kernel window: layer (layer_summary), wait (the fixed wait's end) or work (first work row).",
+    ),
     "wait_start_ns": ("ns", "Start of the longest stretch where only semaphore waits run (the fixed wait)."),
     "wait_end_ns": ("ns", "End of that stretch."),
     "after_kernel_ns": ("ns", "Profile time after the kernel window ends (total_time - kernel_end_ns)."),
+    "matmul_instructions": ("events", "MATMUL instructions (semaphore waits excluded)."),
+    "matmul_dtype": (
+        "",
+        "The dtype most MATMULs read (src=<dtype>@ in their operands: fp32, bf16, fp16, fp8, ...), or unknown.",
+    ),
+    "matmul_dtype_known_instructions": ("events", "MATMULs whose operands name their dtype."),
+    "matmul_fp32_share_pct": ("%", "Share of those reading fp32 operands (a quarter of the 16-bit rate), 0-100."),
+    "hlo_named_instructions": ("events", "Non-wait instructions with an HLO name (0: an NKI or hand-written kernel)."),
     "kernel_end_ns": ("ns", "End of the kernel window, device-relative."),
     "mfu_kernel_pct": ("%", "MFU over the kernel window: the Summary's MFU x total_time / kernel time."),
     "hfu_kernel_pct": ("%", "HFU over the kernel window."),
@@ -359,12 +370,12 @@ _NEURON_SUMMARY = {
 
 
 _WINDOW_PARTS = {
-    "preamble": "in the preamble (device time 0 to the fixed wait)",
-    "fixed_wait": "in the fixed wait (the longest stretch where only semaphore waits run)",
-    "kernel": "in the kernel window",
+    "preamble": ("the preamble (device time 0 to the fixed wait, or to the kernel)", "in the preamble"),
+    "fixed_wait": ("the fixed wait (the longest stretch in which only semaphore waits run)", "in the fixed wait"),
+    "kernel": ("the kernel window", "in the kernel window"),
 }
 _PART_SUFFIXES = {
-    "_ns": ("ns", "Length of the part:"),
+    "_ns": ("ns", "Length of"),
     "_instructions": ("events", "Instructions, semaphore waits excluded, that start"),
     "_matmul_instructions": ("events", "MATMUL instructions that start"),
     "_hardware_flops": ("FLOP", "Hardware FLOPs (the export's raw_flops) of instructions that start"),
@@ -378,10 +389,13 @@ def _neuron_summary_field(field: str) -> tuple[str, str]:
     """A ``neuron_summary`` column: AWS's Summary field with our units, or one we derive."""
     if field in _NEURON_SUMMARY:
         return _NEURON_SUMMARY[field]
-    for part, words in _WINDOW_PARTS.items():
+    if field.startswith("matmul_") and field.endswith("_instructions") and field.count("_") == 2:
+        dtype = field.split("_")[1]
+        return "events", f"MATMUL instructions whose operands read {dtype} (src=<dtype>@..., e.g. src=bfloat16@)."
+    for part, (name, where) in _WINDOW_PARTS.items():
         for suffix, (unit, what) in _PART_SUFFIXES.items():
             if field == f"{part}{suffix}":
-                return unit, f"{what} {words} (docs/neuron.md, The kernel window)."
+                return unit, f"{what} {name if suffix == '_ns' else where} (docs/neuron.md, The kernel window)."
     aws = "AWS Summary field, or derived from the events where the Summary lacks it (docs/neuron.md)"
     for suffix, unit, note in (
         ("_pct", "%", "a 0-1 fraction in the export, 0-100 here"),
