@@ -29,14 +29,15 @@ def _compile_spans(df: Any) -> dict[str, int]:
     return {"spans": len(spans), "dur_ns": int(spans["dur_ns"].sum())} if len(spans) else {}
 
 
-def _union_per_device(dev: Any) -> dict[tuple[Any, Any], int]:
-    """Time during which at least one event ran on each (rank, device): the union over its
-    streams (overlapping streams count once), by a sort and a running maximum of end times."""
+def _union_per_device(dev: Any, by: tuple[str, ...] = ("rank", "device")) -> dict[tuple[Any, ...], int]:
+    """Time during which at least one event ran on each (rank, device), or each key of ``by``:
+    the union (overlapping events count once: streams of a device, or the 16 DMA engines behind
+    one Neuron queue), by a sort and a running maximum of end times."""
     if not len(dev):
         return {}
-    d = dev[["rank", "device", "start_ns", "dur_ns"]].sort_values(["rank", "device", "start_ns"], kind="stable")
+    d = dev[[*by, "start_ns", "dur_ns"]].sort_values([*by, "start_ns"], kind="stable")
     end = (d["start_ns"] + d["dur_ns"].clip(lower=0)).to_numpy()
-    keys = [d["rank"].to_numpy(), d["device"].to_numpy()]
+    keys = [d[c].to_numpy() for c in by]
     import pandas as pd
 
     run_max = pd.Series(end).groupby(keys).cummax().to_numpy()
@@ -45,7 +46,7 @@ def _union_per_device(dev: Any) -> dict[tuple[Any, Any], int]:
     contrib = np.where(np.isnan(prev), end - start, end - np.maximum(start, np.nan_to_num(prev, nan=0)))
     contrib = np.maximum(contrib, 0)
     sums = pd.Series(contrib).groupby(keys).sum()
-    return {(r, dv): int(v) for (r, dv), v in sums.items()}
+    return {tuple(k): int(v) for k, v in sums.items()}
 
 
 def describe(trace: Trace) -> dict[str, Any]:
@@ -66,9 +67,15 @@ def describe(trace: Trace) -> dict[str, Any]:
     devices["busy_ns"] = [int(busy.get((r, d), 0)) for r, d in zip(devices["rank"], devices["device"])]
     streams = (
         dev.groupby(["rank", "device_type", "device", "stream"], observed=True)
-        .agg(events=("kind", "size"), busy_ns=("dur_ns", "sum"))
+        .agg(events=("kind", "size"), busy_sum_ns=("dur_ns", "sum"))
         .reset_index()
     )
+    # Busy on a stream is its union: a Neuron DMA queue's packets overlap across its DMA engines
+    # (measured on trn2: 16 engines behind one queue), so their summed durations exceed the wall.
+    per_stream = _union_per_device(dev, ("rank", "device", "stream"))
+    streams["busy_ns"] = [
+        int(per_stream.get((r, d, st), 0)) for r, d, st in zip(streams["rank"], streams["device"], streams["stream"])
+    ]
     steps = df[df["kind"] == Kind.STEP][["rank", "step", "start_ns", "dur_ns"]].sort_values(["rank", "step"])
     attributable = df[df["kind"].isin([*HOST_SPAN_KINDS, *DEVICE_KINDS]) & (df["kind"] != Kind.PYTHON)]
     ops = df[df["kind"] == Kind.CPU_OP]

@@ -103,3 +103,29 @@ def test_no_gpu_words_in_any_text_output_of_a_neuron_profile_alone() -> None:
     text = run_cli("analyze", str(BASE)).stdout
     assert "a framework trace beside the device profile" in text
     assert "unexplained waits" not in text
+
+
+def test_info_stream_busy_is_the_union_of_a_queues_overlapping_packets() -> None:
+    """16 DMA engines stand behind one trn2 queue: their packets overlap, so a stream's busy
+    time is their union (by hand here), never their sum, and never above the span."""
+    r = run_cli("info", str(FUSED), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    with gzip.open(FUSED, "rt") as f:
+        doc = json.load(f)
+    rows = sorted(
+        (d["timestamp"], d["timestamp"] + d["duration"])
+        for d in doc["dma"]
+        if d["subgraph"] == "sg00" and int(d["dma_queue"]) == 0
+    )
+    union, reach = 0, None
+    for a, b in rows:
+        if reach is None or a >= reach:
+            union, reach = union + b - a, b
+        elif b > reach:
+            union, reach = union + b - reach, b
+    total = sum(b - a for a, b in rows)
+    assert total > 10 * union  # they overlap: a sum would say 81 us in a 66 us profile
+    busy = {s["busy_ns"] for s in info["streams"]}
+    assert union in busy
+    assert max(busy) <= info["span_ns"]
