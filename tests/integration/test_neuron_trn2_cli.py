@@ -129,3 +129,11 @@ def test_info_stream_busy_is_the_union_of_a_queues_overlapping_packets() -> None
     busy = {s["busy_ns"] for s in info["streams"]}
     assert union in busy
     assert max(busy) <= info["span_ns"]
+
+
+def test_whatif_on_a_device_profile_alone_says_what_its_graph_lacks() -> None:
+    r = run_cli("whatif", str(FUSED), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["edges"] == 0  # no edge between queues: the export pairs no semaphore signal with its wait
+    assert "a Neuron device profile alone" in out["note"] and "kernel window" in out["note"]
