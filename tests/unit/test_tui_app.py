@@ -515,3 +515,4 @@ async def test_a_neuron_profile_shows_its_engines_and_operator_table() -> None:
         assert "Operator Table" in text
         row = next(line for line in text.splitlines() if "Unknown" in line and "(no HLO op)" in line)
         assert f"{unknown:,}" in row  # its instruction count, semaphore waits excluded
+        assert "waits, idle" in text and "untraced" not in text  # the profile records its waits

@@ -177,7 +177,9 @@ class OverviewPane(VerticalScroll):
     def show_analysis(self, analysis: Analysis) -> None:
         self._coverage = coverage_text(analysis.summary.get("line_coverage") or {}, short=True)
         self._show_facts()
-        self.query_one("#overview-breakdown", Static).update(breakdown_renderable(analysis.attribution))
+        self.query_one("#overview-breakdown", Static).update(
+            breakdown_renderable(analysis.attribution, bool(analysis.summary.get("device_profile_only")))
+        )
         ranks = ranks_renderable(analysis)
         panel = self.query_one("#overview-ranks", Static)
         panel.display = ranks is not None
@@ -348,11 +350,15 @@ def ranks_renderable(analysis: Analysis, top: int = TOP_RANKS) -> Table | None:
     return table
 
 
-def breakdown_renderable(breakdown: pd.DataFrame | None) -> Table | Text:
-    """One stacked bar per (rank, device): the parts of step wall time summed over steps."""
+def breakdown_renderable(breakdown: pd.DataFrame | None, device_profile_only: bool = False) -> Table | Text:
+    """One stacked bar per (rank, device): the parts of step wall time summed over steps. On a
+    Neuron device profile alone, what no engine or queue covers is its semaphore waits and
+    idle gaps (the profile records them): "waits, idle", not "untraced"."""
     if breakdown is None or len(breakdown) == 0:
         return Text("no step breakdown (no device work or steps)", style="dim")
     parts = [p for p in PARTS if p[0] in breakdown.columns and breakdown[p[0]].sum() > 0]
+    if device_profile_only:
+        parts = [(k, "waits, idle" if k == "untraced_ns" else label, style) for k, label, style in parts]
     keys = [k for k in ("rank", "device_type", "device") if k in breakdown.columns]
     sums = breakdown.groupby(keys, dropna=False)[["wall_ns", *[p[0] for p in parts]]].sum().reset_index()
     table = Table(box=None, header_style="bold")
