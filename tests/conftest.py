@@ -177,3 +177,26 @@ def neuron_queue_names(doc: dict) -> set[str]:
         found = names.get(int(r["dma_queue"]), set())
         out.add(next(iter(found)) if len(found) == 1 else f"queue {r['dma_queue']}")
     return out
+
+
+def help_examples(command: str) -> list[list[str]]:
+    """The example command lines of ``neuron-explorer COMMAND --help``, each as its argv
+    (continuation lines joined, comments dropped); empty when the help has no examples."""
+    import shlex
+
+    text = run_cli(command, "--help").stdout
+    if "Examples:" not in text:
+        return []
+    block = text.split("Examples:", 1)[1].split("\n\n", 1)[0]
+    out, cur = [], ""
+    for raw in block.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        cur = f"{cur} {line}".strip()
+        if cur.endswith("\\"):
+            cur = cur[:-1]
+            continue
+        out.append(shlex.split(cur, comments=True))
+        cur = ""
+    return out

@@ -9,7 +9,6 @@ test_neuron_sweep_cli.py.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 
 from neuron_explorer.collectors.neuron.synth import SynthSpec, write_parquet_export
 from neuron_explorer.collectors.neuron.synth.matmul import MatmulSpec, write_matmul_json
-from tests.conftest import KINETO, REPO
+from tests.conftest import KINETO, REPO, help_examples
 
 COMMANDS = ("analyze", "convert", "diff", "export", "info", "metrics", "ranks", "whatif")
 
@@ -27,25 +26,6 @@ COMMANDS = ("analyze", "convert", "diff", "export", "info", "metrics", "ranks", 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, cwd=cwd)
-
-
-def _examples(command: str) -> list[list[str]]:
-    text = _run([sys.executable, "-m", "neuron_explorer", command, "--help"], REPO).stdout
-    if "Examples:" not in text:
-        return []
-    block = text.split("Examples:", 1)[1].split("\n\n", 1)[0]
-    out, cur = [], ""
-    for raw in block.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        cur = f"{cur} {line}".strip()
-        if cur.endswith("\\"):
-            cur = cur[:-1]
-            continue
-        out.append(shlex.split(cur, comments=True))
-        cur = ""
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +69,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_example_in_the_help_runs(command: str, workspace: Path, tmp_path: Path) -> None:
-    examples = _examples(command)
+    examples = help_examples(command)
     assert examples, f"{command} --help has no examples"
     ran = 0
     for i, args in enumerate(examples):

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from neuron_explorer.collectors.neuron.synth.matmul import MatmulSpec, write_matmul_json
-from tests.conftest import neuron_kernel_from_rows
+from tests.conftest import help_examples, neuron_kernel_from_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,27 +145,6 @@ def test_info_and_analyze_show_the_kernel_and_engine_table(sweep, tmp_path: Path
     assert set(fields.loc[fields["table"] == "neuron_summary", "field"]) == set(summary.columns)
 
 
-def _help_examples(command: str) -> list[list[str]]:
-    """The example command lines of ``neuron-explorer COMMAND --help`` (continuations joined,
-    comments dropped)."""
-    import shlex
-
-    text = cli(command, "--help").stdout
-    block = text.split("Examples:", 1)[1].split("\n\n", 1)[0]
-    lines, cur = [], ""
-    for raw in block.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        cur = f"{cur} {line}".strip()
-        if cur.endswith("\\"):
-            cur = cur[:-1]
-            continue
-        lines.append(shlex.split(cur))
-        cur = ""
-    return [x[2:] for x in lines if x[:2] == ["neuron-explorer", command]]
-
-
 def test_every_compare_example_in_its_help_runs(tmp_path: Path) -> None:
     """Each example line of ``compare --help``, run as printed, in a folder holding what it names."""
     from tests.conftest import KINETO
@@ -179,7 +158,7 @@ def test_every_compare_example_in_its_help_runs(tmp_path: Path) -> None:
     (tmp_path / "gpu.pt.trace.json").write_bytes(
         __import__("gzip").decompress((KINETO / "h200" / "gemm_shapes.json.gz").read_bytes())
     )
-    examples = _help_examples("compare")
+    examples = [x[2:] for x in help_examples("compare") if x[:2] == ["neuron-explorer", "compare"]]
     assert len(examples) >= 4
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     for args in examples:
