@@ -354,6 +354,7 @@ _NEURON_SUMMARY = {
     "wait_end_ns": ("ns", "End of that stretch."),
     "after_kernel_ns": ("ns", "Profile time after the kernel window ends (total_time - kernel_end_ns)."),
     "matmul_instructions": ("events", "MATMUL instructions (semaphore waits excluded)."),
+    "matmul_ns": ("ns", "Summed duration of the MATMUL instructions."),
     "matmul_dtype": (
         "",
         "The dtype most MATMULs read (src=<dtype>@ in their operands: fp32, bf16, fp16, fp8, ...), or unknown.",
@@ -392,6 +393,8 @@ def _neuron_summary_field(field: str) -> tuple[str, str]:
     if field.startswith("matmul_") and field.endswith("_instructions") and field.count("_") == 2:
         dtype = field.split("_")[1]
         return "events", f"MATMUL instructions whose operands read {dtype} (src=<dtype>@..., e.g. src=bfloat16@)."
+    if field.startswith("matmul_") and field.endswith("_ns") and field.count("_") == 2:
+        return "ns", f"Summed duration of the MATMUL instructions whose operands read {field.split('_')[1]}."
     for part, (name, where) in _WINDOW_PARTS.items():
         for suffix, (unit, what) in _PART_SUFFIXES.items():
             if field == f"{part}{suffix}":

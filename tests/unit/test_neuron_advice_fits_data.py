@@ -79,7 +79,12 @@ def test_low_mfu_names_the_fp32_matmuls_and_nki_casts_on_a_kernel_without_hlo() 
     assert not [r for r in doc["instruction"] if r["hlo_name"]]  # no HLO: an NKI kernel
     _, a = _analyze(path)
     (f,) = [f for f in a.findings if f.rule_id == "neuron_low_mfu"]
-    assert f"{fp32:,} of {len(mm):,} MATMULs read fp32 operands" in f.message
+    fp32_ns = sum(r["duration"] for r in mm if re.search(r"\bsrc=fp32@", r["operands"]))
+    all_ns = sum(r["duration"] for r in mm)
+    assert (
+        f"{fp32:,} of {len(mm):,} MATMULs read fp32 operands (src=fp32, {fp32_ns / 1e3:,.1f} us of their {all_ns / 1e3:,.1f} us)"
+        in f.message
+    )
     assert "nl.load(tensor, dtype=nl.bfloat16)" in f.recommendation
     assert "neuronx-cc" not in f.recommendation and "--model-type" not in f.recommendation
     assert "Shown as error" not in f.message or "Shown as info" not in f.message

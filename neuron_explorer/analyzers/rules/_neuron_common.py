@@ -159,9 +159,11 @@ def matmul_dtype_words(d: dict[str, Any]) -> tuple[str, str]:
             f"If they read fp32 (a quarter of the 16-bit rate), move them to bf16 where the accuracy allows: {cast}.",
         )
     if 2 * fp32 >= known:
+        fp32_ns, all_ns = metric_value(d, "matmul_fp32_ns"), metric_value(d, "matmul_ns")
+        share = f", {fp32_ns / 1e3:,.1f} us of their {all_ns / 1e3:,.1f} us" if fp32_ns and all_ns else ""
         return (
-            f"{fp32:,} of {known:,} MATMULs read fp32 operands (src=fp32), which the Tensor engine runs at a quarter "
-            "of its 16-bit rate.",
+            f"{fp32:,} of {known:,} MATMULs read fp32 operands (src=fp32{share}), which the Tensor engine runs at a "
+            "quarter of its 16-bit rate.",
             f"Move the fp32 matmuls to bf16 where the accuracy allows: {cast}.",
         )
     dtype = metric_text(d, "matmul_dtype") or "16-bit"

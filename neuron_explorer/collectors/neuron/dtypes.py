@@ -45,7 +45,8 @@ def _dtype(token: str) -> str | None:
 
 
 def matmul_dtypes(profile: DeviceProfile) -> dict[str, Any]:
-    """``matmul_instructions``, per-dtype counts (``matmul_<dtype>_instructions``), the dtype
+    """``matmul_instructions`` and their summed time ``matmul_ns``, per-dtype counts and time
+    (``matmul_<dtype>_instructions``, ``matmul_<dtype>_ns``), the dtype
     most MATMULs read (``matmul_dtype``: a dtype, or ``unknown`` where no operand names one),
     ``matmul_fp32_share_pct`` of those whose dtype is known, and ``hlo_named_instructions``."""
     ins = profile.instructions
@@ -64,9 +65,13 @@ def matmul_dtypes(profile: DeviceProfile) -> dict[str, Any]:
     codes, uniques = pd.factorize(ops.astype(object).where(ops.notna(), "").astype(str))
     tokens = pd.Series(uniques, dtype=object).str.extract(_SRC)[0] if len(uniques) else pd.Series(dtype=object)
     per_unique = [(_dtype(t) if isinstance(t, str) else None) for t in tokens]
-    counts = pd.Series([per_unique[c] if c >= 0 else None for c in codes], dtype=object).value_counts()
+    dtypes = pd.Series([per_unique[c] if c >= 0 else None for c in codes], dtype=object, index=mm.index)
+    counts = dtypes.value_counts()
+    time = pd.to_numeric(mm["dur_ns"], errors="coerce").fillna(0).groupby(dtypes).sum()
+    out["matmul_ns"] = int(pd.to_numeric(mm["dur_ns"], errors="coerce").fillna(0).sum())
     for dtype, n in counts.items():
         out[f"matmul_{dtype}_instructions"] = int(n)
+        out[f"matmul_{dtype}_ns"] = int(time.get(dtype, 0))
     known = int(counts.sum())
     out["matmul_dtype_known_instructions"] = known
     out["matmul_dtype"] = str(counts.index[0]) if known else "unknown"
