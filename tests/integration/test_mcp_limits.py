@@ -87,7 +87,9 @@ def test_the_sql_tool_stops_one_huge_value_within_twice_its_limit_and_runs_the_n
         server.data("sql", {"query": "SELECT 1"})  # (the first call builds the tables)
         t0 = time.monotonic()
         line = _one_line(server.error("sql", {"query": "SELECT len(range(100000000))"}))
-        assert "ran past the 3 s time limit" in line
+        # Whichever bound it reaches first stops it (which one depends on the machine's speed):
+        # the guarantee is the answer within twice the time limit and a server that lives on.
+        assert "ran past the 3 s time limit" in line or "memory limit" in line
         assert time.monotonic() - t0 < 6
         assert server.data("sql", {"query": "SELECT count(*) AS n FROM events"})["rows"][0][0] > 0
         assert server.data("sql", {"query": "SELECT 'infinity'::DATE AS d"})["rows"] == [["infinity"]]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from neuron_explorer.agents.sql import TABLE_FUNCTIONS, SqlError, SqlTimeoutError
+from neuron_explorer.agents.sql import TABLE_FUNCTIONS, SqlError
 from neuron_explorer.agents.sql_process import SqlSandbox, _anon_rss
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +40,9 @@ def box():
 )
 def test_one_huge_value_answers_within_twice_the_time_limit_and_the_next_query_runs(box, query: str) -> None:
     t0 = time.monotonic()
-    with pytest.raises(SqlTimeoutError, match="ran past the 2 s time limit"):
+    # Stopped by whichever bound it reaches first (time or memory: it depends on the machine's
+    # speed); the guarantee is an answer within twice the time limit and a worker that runs on.
+    with pytest.raises(SqlError, match=r"ran past the 2 s time limit|memory limit"):
         box.query(query)
     assert time.monotonic() - t0 < 2 * box.timeout_s
     assert box.query("SELECT count(*) FROM events")["rows"] == [[1000]]
