@@ -3,7 +3,7 @@
 The chart is inline SVG (no script, no network): the Y column against the X column, one point
 per trace, joined in X order. By default Y is the kernel time (Neuron) or the span (other
 traces) and X the size the file names carry (m*k*n, else the sequence length, batch or one
-matrix size; analyzers/sweep_names.py), else the row order.
+matrix size; analyzers/sweep.py), else the row order.
 """
 
 from __future__ import annotations

@@ -77,7 +77,6 @@ ORDER: dict[str, dict[str, int]] = {
         "analysis": 8,
         "diff": 9,
         "sweep": 9,
-        "sweep_names": 0,
     },
 }
 #: The public faces: the package, its data model, its analyzers and its Neuron import.
