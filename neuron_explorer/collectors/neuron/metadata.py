@@ -23,9 +23,9 @@ def profile_metadata(
     for p, a in zip(profiles, alignments):
         summary = normalize_summary(p.summary_raw, p)
         derived = derived_metrics(p)
-        derived.update(kernel_metrics(p, derived.get("total_time_ns")))
+        window = kernel_window(p)  # once: the metrics and the engine table read the same window
+        derived.update(kernel_metrics(p, derived.get("total_time_ns"), window))
         derived.update(matmul_dtypes(p))
-        window = kernel_window(p)
         metrics = {**derived, **summary}
         source = {k: ("summary" if k in summary else "derived") for k in metrics}
         # The Summary's dma_transfer_* fields miss the packet groups without an aggregated row
@@ -65,7 +65,7 @@ def profile_metadata(
                 "derived_metrics": derived,
                 "kernel_window": window.to_dict() if window is not None else None,
                 "operators": operator_table(p),
-                "engines": engine_table(p, metrics.get("total_time_ns") or p.span_ns),
+                "engines": engine_table(p, metrics.get("total_time_ns") or p.span_ns, window),
             }
         )
     first = profiles[0]

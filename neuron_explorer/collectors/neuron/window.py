@@ -221,9 +221,10 @@ def part_metrics(profile: DeviceProfile, window: KernelWindow) -> dict[str, Any]
     return out
 
 
-def kernel_metrics(profile: DeviceProfile, span: int | None) -> dict[str, Any]:
-    """The kernel window, its parts and the engines' and DMA queues' activity in the kernel."""
-    window = kernel_window(profile)
+def kernel_metrics(profile: DeviceProfile, span: int | None, window: KernelWindow | None = None) -> dict[str, Any]:
+    """The kernel window (``window``, else computed), its parts and the engines' and DMA
+    queues' activity in the kernel."""
+    window = window or kernel_window(profile)
     if window is None:
         return {}
     k = window.duration
@@ -275,11 +276,11 @@ ENGINE_TABLE_COLUMNS = (
 )
 
 
-def engine_table(profile: DeviceProfile, span: int | None) -> list[dict[str, Any]]:
+def engine_table(profile: DeviceProfile, span: int | None, window: KernelWindow | None = None) -> list[dict[str, Any]]:
     """Per physical core, per engine (Tensor, Vector, Scalar, GpSimd, Sync) and per DMA queue:
     instructions (DMA: packet rows), active time (union, waits excluded), its share of the
     kernel window and of the span. Bytes are the packets' (``moved_rows``)."""
-    window = kernel_window(profile)
+    window = window or kernel_window(profile)
     k = window.duration if window else 0
     spans = window.intervals("kernel") if window else []
     ins, busy, dma = profile.instructions, busy_rows(profile), real_dma_rows(profile.dmas)
